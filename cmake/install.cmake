@@ -1,0 +1,21 @@
+# install.cmake — cmake --install: library, header, pkg-config file and CMake package config (N6).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS nabla EXPORT nablaTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES include/nabla.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT nablaTargets NAMESPACE nabla:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nabla)
+
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/nablaConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/nablaConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nabla)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/nablaConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nablaConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/nablaConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nabla)
+
+configure_file(${CMAKE_CURRENT_LIST_DIR}/nabla.pc.in ${CMAKE_CURRENT_BINARY_DIR}/nabla.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nabla.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,51 @@
+/*
+ * backend.h — the backend seam: the table of kernels every device fills in.
+ *
+ * Front-ends (src/ops) do all validation, shape and dtype inference, and
+ * broadcasting before calling a kernel: operands arrive as views already
+ * expanded to the output's shape (stride 0 on broadcast axes), in the dtype
+ * the kernel computes in, and the output is freshly allocated on the same
+ * device.  Kernels therefore never fail on user input; they return NB_OK or
+ * an allocation / device error.
+ */
+#ifndef NB_BACKEND_H
+#define NB_BACKEND_H
+
+#include "../ops/ops.h"
+
+struct nb_backend {
+    const char *name;
+    nb_device_type type;
+    /** dst = src elementwise (same shape, any strides incl. 0/negative), converting dtypes. */
+    nb_status (*copy)(nb_tensor *dst, const nb_tensor *src);
+    /** out = op(x; p0, p1); x has out's shape and (for FLOAT/SAME ops) out's dtype or a
+     *  dtype converted on load. */
+    nb_status (*unary)(nb_op op, nb_tensor *out, const nb_tensor *x, double p0, double p1);
+    /** out = op(a, b); a, b have out's shape and share one compute dtype (out's dtype,
+     *  except for BOOL-valued ops). */
+    nb_status (*binary)(nb_op op, nb_tensor *out, const nb_tensor *a, const nb_tensor *b);
+    /** out = c ? a : b; all shaped like out; a, b in out's dtype; c any dtype. */
+    nb_status (*where)(nb_tensor *out, const nb_tensor *c, const nb_tensor *a, const nb_tensor *b);
+    /** out (x's shape with reduced axes of size 1) = reduction of x over axes with mask[i].
+     *  op: SUM, PROD, MAX, MIN (out dtype may differ from x's for SUM/PROD of ints),
+     *  ARGMAX, ARGMIN (out i64; exactly one axis in mask). */
+    nb_status (*reduce)(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask);
+    /** Inclusive scan (CUMSUM, CUMPROD) along axis; out shaped like x. */
+    nb_status (*scan)(nb_op op, nb_tensor *out, const nb_tensor *x, int axis);
+    /** out[..., m, n] = a[..., m, k] @ b[..., k, n]; equal batch shapes (stride 0 allowed);
+     *  all of one float dtype; out contiguous. */
+    nb_status (*matmul)(nb_tensor *out, const nb_tensor *a, const nb_tensor *b);
+    /** out[i..] = x[i.. with axis replaced by index[i..]]; index (i64) shaped like out;
+     *  indices already validated in range. */
+    nb_status (*gather)(nb_tensor *out, const nb_tensor *x, int axis, const nb_tensor *index);
+    /** out[i.. with axis replaced by index[i..]] += src[i..]; index (i64) shaped like src. */
+    nb_status (*scatter_add)(nb_tensor *out, int axis, const nb_tensor *index, const nb_tensor *src);
+};
+
+extern const nb_backend nb__cpu_backend;
+extern const nb_backend nb__ref_backend;
+
+/** Backend of a tensor's device (never NULL for host devices); NULL with NB_ERR_DEVICE. */
+const nb_backend *nb__backend_of(const nb_tensor *t);
+
+#endif

@@ -1,0 +1,88 @@
+/*
+ * iter.c — walks several same-shaped strided operands together: drops size-1
+ * axes, merges axes that are contiguous for every operand, then hands rows
+ * of the innermost axis to a row function, with element ranges split across
+ * the worker pool.  Broadcast (stride 0) and negative strides are plain
+ * strides here, never materialized.
+ */
+#include "iter.h"
+#include "pool.h"
+
+void nb__iter_init(nb_iter *it, int nops, const nb_tensor *const *ts) {
+    const nb_tensor *o = ts[0];
+    it->nops = nops;
+    it->ndim = 0;
+    it->numel = nb__numel(o);
+    for (int k = 0; k < nops; k++) it->base[k] = nb__ptr(ts[k]);
+    for (int d = 0; d < o->ndim; d++) {
+        if (o->shape[d] == 1) continue;
+        int n = it->ndim;
+        bool merge = n > 0;
+        for (int k = 0; k < nops && merge; k++) {
+            int64_t es = (int64_t)nb_dtype_size(ts[k]->dtype);
+            merge = it->bstride[k][n - 1] == ts[k]->stride[d] * es * o->shape[d];
+        }
+        if (merge) {
+            it->shape[n - 1] *= o->shape[d];
+            for (int k = 0; k < nops; k++)
+                it->bstride[k][n - 1] = ts[k]->stride[d] * (int64_t)nb_dtype_size(ts[k]->dtype);
+        } else {
+            it->shape[n] = o->shape[d];
+            for (int k = 0; k < nops; k++)
+                it->bstride[k][n] = ts[k]->stride[d] * (int64_t)nb_dtype_size(ts[k]->dtype);
+            it->ndim++;
+        }
+    }
+    if (it->ndim == 0) { /* scalar or all-ones shape: one row of one element */
+        it->ndim = 1;
+        it->shape[0] = 1;
+        for (int k = 0; k < nops; k++) it->bstride[k][0] = 0;
+    }
+}
+
+typedef struct run_ctx {
+    const nb_iter *it;
+    nb_row_fn fn;
+    void *ctx;
+} run_ctx;
+
+static void run_range(void *p, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    const run_ctx *rc = p;
+    const nb_iter *it = rc->it;
+    int nd = it->ndim, last = nd - 1;
+    int64_t idx[NB_MAX_DIMS];
+    int64_t rem = lo;
+    for (int d = nd - 1; d >= 0; d--) {
+        idx[d] = rem % it->shape[d];
+        rem /= it->shape[d];
+    }
+    char *ptr[NB_ITER_MAX_OPS];
+    int64_t inner[NB_ITER_MAX_OPS];
+    for (int k = 0; k < it->nops; k++) {
+        ptr[k] = it->base[k];
+        for (int d = 0; d < nd; d++) ptr[k] += idx[d] * it->bstride[k][d];
+        inner[k] = it->bstride[k][last];
+    }
+    int64_t pos = lo;
+    while (pos < hi) {
+        int64_t len = it->shape[last] - idx[last];
+        if (len > hi - pos) len = hi - pos;
+        rc->fn(rc->ctx, len, ptr, inner);
+        pos += len;
+        /* advance the multi-index by len along the last axis, carrying */
+        idx[last] += len;
+        for (int k = 0; k < it->nops; k++) ptr[k] += len * inner[k];
+        for (int d = last; d > 0 && idx[d] == it->shape[d]; d--) {
+            idx[d] = 0;
+            idx[d - 1]++;
+            for (int k = 0; k < it->nops; k++)
+                ptr[k] += it->bstride[k][d - 1] - it->shape[d] * it->bstride[k][d];
+        }
+    }
+}
+
+void nb__iter_run(const nb_iter *it, nb_row_fn fn, void *ctx) {
+    run_ctx rc = {it, fn, ctx};
+    nb__parallel_for(it->numel, 32768, run_range, &rc);
+}

@@ -1,0 +1,276 @@
+/*
+ * kern_template.c — the CPU elementwise and reduction loops, written once in
+ * plain C and compiled per ISA by kern_{scalar,avx2,avx512}.c (which define
+ * NB_KTABLE and the -m flags), so gcc's auto-vectorizer emits SSE2, AVX2 or
+ * AVX-512 code from the same source.
+ *
+ * Each elementwise op's formula comes from ops.def (double precision); the
+ * f32 hot paths below replace a few with single-precision forms whose
+ * polynomial approximations vectorize (accuracy noted at each).
+ */
+#include "kernels.h"
+#include "../../ops/op_eval.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- single-precision exp that vectorizes --------------------------------
+ * Cody–Waite range reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6
+ * polynomial for e^r (Cephes expf coefficients); max error ~2 ulp over
+ * [-87.3, 88.7]; overflows to inf and underflows to 0 outside, NaN passes. */
+static inline float nb_expf(float x) {
+    float xc = x > 88.72283905206835f ? 88.72283905206835f : x;
+    xc = xc < -87.33654475055310f ? -87.33654475055310f : xc;
+    float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float r2 = r * r;
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r2 + r + 1.0f;
+    int32_t e = (int32_t)n + 127;
+    uint32_t bits = (uint32_t)e << 23;
+    float scale;
+    memcpy(&scale, &bits, 4);
+    float y = p * scale;
+    y = x > 88.72283905206835f ? __builtin_inff() : y;
+    y = x < -87.33654475055310f ? 0.0f : y;
+    return x != x ? x : y;
+}
+
+/* ---- generic loops from ops.def ---------------------------------------- */
+
+#define U_BODY(T, OT, EXPR)                                                               \
+    if (os == (int64_t)sizeof(OT) && xs == (int64_t)sizeof(T)) {                          \
+        OT *restrict op_ = (OT *)o_;                                                      \
+        const T *restrict xp_ = (const T *)x_;                                            \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T x = xp_[i];                                                                 \
+            op_[i] = (OT)(EXPR);                                                          \
+        }                                                                                 \
+    } else {                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T x = *(const T *)(x_ + i * xs);                                              \
+            *(OT *)(o_ + i * os) = (OT)(EXPR);                                            \
+        }                                                                                 \
+    }
+
+#define B_BODY(T, OT, EXPR)                                                               \
+    if (os == (int64_t)sizeof(OT) && as == (int64_t)sizeof(T) && bs == (int64_t)sizeof(T)) { \
+        OT *restrict op_ = (OT *)o_;                                                      \
+        const T *restrict ap_ = (const T *)a_, *restrict bp_ = (const T *)b_;             \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T a = ap_[i], b = bp_[i];                                                     \
+            op_[i] = (OT)(EXPR);                                                          \
+        }                                                                                 \
+    } else if (os == (int64_t)sizeof(OT) && as == (int64_t)sizeof(T) && bs == 0) {        \
+        OT *restrict op_ = (OT *)o_;                                                      \
+        const T *restrict ap_ = (const T *)a_;                                            \
+        const T b = *(const T *)b_;                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T a = ap_[i];                                                                 \
+            op_[i] = (OT)(EXPR);                                                          \
+        }                                                                                 \
+    } else if (os == (int64_t)sizeof(OT) && as == 0 && bs == (int64_t)sizeof(T)) {        \
+        OT *restrict op_ = (OT *)o_;                                                      \
+        const T *restrict bp_ = (const T *)b_;                                            \
+        const T a = *(const T *)a_;                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T b = bp_[i];                                                                 \
+            op_[i] = (OT)(EXPR);                                                          \
+        }                                                                                 \
+    } else {                                                                              \
+        for (int64_t i = 0; i < n; i++) {                                                 \
+            T a = *(const T *)(a_ + i * as), b = *(const T *)(b_ + i * bs);               \
+            *(OT *)(o_ + i * os) = (OT)(EXPR);                                            \
+        }                                                                                 \
+    }
+
+/* Output element type by dtype rule: BOOL ops write uint8, others T. */
+#define OT_SAME(T) T
+#define OT_FLOAT(T) T
+#define OT_PROMOTE(T) T
+#define OT_FPROMOTE(T) T
+#define OT_BOOL(T) uint8_t
+#define OT_I64(T) T
+#define OT_NA(T) T
+
+/* The f32 loops evaluate ops.def's formula in float where that is exact
+ * enough (the formula's double literals are narrowed), except the ops in
+ * F32_OVERRIDE below. */
+#define GEN_UNARY(E, name, dt, expr)                                                         \
+    static void u_##E##_f32(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
+                            double p0d, double p1d) {                                        \
+        const float p0 = (float)p0d, p1 = (float)p1d;                                        \
+        (void)p0; (void)p1;                                                                  \
+        U_BODY(float, OT_##dt(float), F32_UNARY_##E(expr))                                   \
+    }                                                                                        \
+    static void u_##E##_f64(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
+                            double p0, double p1) {                                          \
+        (void)p0; (void)p1;                                                                  \
+        U_BODY(double, OT_##dt(double), expr)                                                \
+    }
+#define GEN_BINARY(E, name, dt, expr)                                                        \
+    static void b_##E##_f32(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \
+                            const char *b_, int64_t bs) {                                    \
+        B_BODY(float, OT_##dt(float), expr)                                                  \
+    }                                                                                        \
+    static void b_##E##_f64(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \
+                            const char *b_, int64_t bs) {                                    \
+        B_BODY(double, OT_##dt(double), expr)                                                \
+    }
+
+/* f32 formulas: default is ops.def's (evaluated in double, rounded once);
+ * the hot transcendental ops use the vectorizable nb_expf. */
+#define F32_DEFAULT(expr) (float)(expr)
+#define F32_UNARY_NEG F32_DEFAULT
+#define F32_UNARY_ABS F32_DEFAULT
+#define F32_UNARY_SIGN F32_DEFAULT
+#define F32_UNARY_EXP(expr) nb_expf(x)
+#define F32_UNARY_EXPM1 F32_DEFAULT
+#define F32_UNARY_LOG F32_DEFAULT
+#define F32_UNARY_LOG1P F32_DEFAULT
+#define F32_UNARY_SQRT(expr) __builtin_sqrtf(x)
+#define F32_UNARY_RSQRT(expr) (1.0f / __builtin_sqrtf(x))
+#define F32_UNARY_SQUARE(expr) (x * x)
+#define F32_UNARY_RECIPROCAL(expr) (1.0f / x)
+#define F32_UNARY_SIN F32_DEFAULT
+#define F32_UNARY_COS F32_DEFAULT
+#define F32_UNARY_TAN F32_DEFAULT
+/* tanh(x) = 1 - 2/(e^{2x}+1); relative error ~3 ulp, exact limits at ±inf. */
+#define F32_UNARY_TANH(expr) (fabsf(x) < 0.0625f ? (float)(expr) : 1.0f - 2.0f / (nb_expf(2.0f * x) + 1.0f))
+#define F32_UNARY_SIGMOID(expr) (1.0f / (1.0f + nb_expf(-x)))
+#define F32_UNARY_RELU(expr) (x <= 0.0f ? 0.0f : x)
+#define F32_UNARY_LEAKY_RELU F32_DEFAULT
+#define F32_UNARY_ELU F32_DEFAULT
+#define F32_UNARY_GELU F32_DEFAULT
+#define F32_UNARY_GELU_TANH F32_DEFAULT
+#define F32_UNARY_SILU(expr) (x / (1.0f + nb_expf(-x)))
+#define F32_UNARY_SOFTPLUS F32_DEFAULT
+#define F32_UNARY_ERF F32_DEFAULT
+#define F32_UNARY_FLOOR(expr) __builtin_floorf(x)
+#define F32_UNARY_CEIL(expr) __builtin_ceilf(x)
+#define F32_UNARY_ROUND(expr) __builtin_nearbyintf(x)
+#define F32_UNARY_CLAMP F32_DEFAULT
+#define F32_UNARY_LOGICAL_NOT(expr) (x == 0.0f)
+
+#define GEN_NONE(E, name, dt, expr)
+#define GEN_K_UNARY GEN_UNARY
+#define GEN_K_BINARY GEN_BINARY
+#define GEN_K_WHERE GEN_NONE
+#define GEN_K_REDUCE GEN_NONE
+#define GEN_K_ARGREDUCE GEN_NONE
+#define GEN_K_SCAN GEN_NONE
+#define GEN_K_MATMUL GEN_NONE
+#define GEN_K_GATHER GEN_NONE
+#define GEN_K_SCATTER_ADD GEN_NONE
+#define GEN_K_COPY GEN_NONE
+#define GEN_K_VIEW GEN_NONE
+#define GEN_K_VIEW_GRAD GEN_NONE
+#define GEN_K_PAD GEN_NONE
+#define GEN_K_CAT GEN_NONE
+#define GEN_K_COMPOSITE GEN_NONE
+#define NB_OP(E, name, kind, grad, dt, expr) GEN_K_##kind(E, name, dt, expr)
+#include "../../ops/ops.def"
+#undef NB_OP
+
+/* ---- reductions --------------------------------------------------------- */
+
+/* Pairwise summation (Higham 1993, as in NumPy): blocks of 128 summed with
+ * eight double accumulators, blocks combined recursively.  Error O(log n). */
+#define PAIRWISE(T)                                                                        \
+    static double sum_##T(int64_t n, const T *x) {                                         \
+        if (n <= 128) {                                                                    \
+            double acc[8] = {0};                                                           \
+            int64_t i = 0;                                                                 \
+            for (; i + 8 <= n; i += 8)                                                     \
+                for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j];                    \
+            double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])); \
+            for (; i < n; i++) s += (double)x[i];                                          \
+            return s;                                                                      \
+        }                                                                                  \
+        int64_t h = (n / 2 + 7) & ~(int64_t)7;                                             \
+        return sum_##T(h, x) + sum_##T(n - h, x + h);                                      \
+    }                                                                                      \
+    static void acc_##T(int64_t n, double *restrict acc, const T *restrict x) {            \
+        for (int64_t j = 0; j < n; j++) acc[j] += (double)x[j];                            \
+    }
+PAIRWISE(float)
+PAIRWISE(double)
+
+/* ---- GEMM inner kernel: row-major C (+)= A B, blocked for cache, the
+ * innermost loop over contiguous columns of B and C vectorizes. ---------- */
+static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate) {
+    enum { KB = 256, NBLK = 512 };
+    if (!accumulate)
+        for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
+    for (int64_t j0 = 0; j0 < n; j0 += NBLK) {
+        int64_t nj = n - j0 < NBLK ? n - j0 : NBLK;
+        for (int64_t p0 = 0; p0 < k; p0 += KB) {
+            int64_t np = k - p0 < KB ? k - p0 : KB;
+            for (int64_t i = 0; i < m; i++) {
+                float *restrict ci = c + i * ldc + j0;
+                for (int64_t p = p0; p < p0 + np; p++) {
+                    float av = a[i * lda + p];
+                    const float *restrict bp = b + p * ldb + j0;
+                    for (int64_t j = 0; j < nj; j++) ci[j] += av * bp[j];
+                }
+            }
+        }
+    }
+}
+
+#define NB_TAB_U_UNARY(E) [NB_OP_##E] = {u_##E##_f32, u_##E##_f64},
+#define NB_TAB_B_BINARY(E) [NB_OP_##E] = {b_##E##_f32, b_##E##_f64},
+
+const nb_cpu_kernels NB_KTABLE = {
+    .isa = NB_KISA,
+    .unary = {
+#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_U_##kind(E)
+#define NB_TAB_U_BINARY(E)
+#define NB_TAB_U_WHERE(E)
+#define NB_TAB_U_REDUCE(E)
+#define NB_TAB_U_ARGREDUCE(E)
+#define NB_TAB_U_SCAN(E)
+#define NB_TAB_U_MATMUL(E)
+#define NB_TAB_U_GATHER(E)
+#define NB_TAB_U_SCATTER_ADD(E)
+#define NB_TAB_U_COPY(E)
+#define NB_TAB_U_VIEW(E)
+#define NB_TAB_U_VIEW_GRAD(E)
+#define NB_TAB_U_PAD(E)
+#define NB_TAB_U_CAT(E)
+#define NB_TAB_U_COMPOSITE(E)
+#include "../../ops/ops.def"
+#undef NB_OP
+    },
+    .binary = {
+#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_B_##kind(E)
+#define NB_TAB_B_UNARY(E)
+#define NB_TAB_B_WHERE(E)
+#define NB_TAB_B_REDUCE(E)
+#define NB_TAB_B_ARGREDUCE(E)
+#define NB_TAB_B_SCAN(E)
+#define NB_TAB_B_MATMUL(E)
+#define NB_TAB_B_GATHER(E)
+#define NB_TAB_B_SCATTER_ADD(E)
+#define NB_TAB_B_COPY(E)
+#define NB_TAB_B_VIEW(E)
+#define NB_TAB_B_VIEW_GRAD(E)
+#define NB_TAB_B_PAD(E)
+#define NB_TAB_B_CAT(E)
+#define NB_TAB_B_COMPOSITE(E)
+#include "../../ops/ops.def"
+#undef NB_OP
+    },
+    .sum_f32 = sum_float,
+    .sum_f64 = sum_double,
+    .acc_f32 = acc_float,
+    .acc_f64 = acc_double,
+    .gemm_f32 = gemm_f32,
+};

@@ -1,0 +1,151 @@
+/*
+ * ref_backend.c — the plain reference backend: naive loops over a
+ * multi-index, every element loaded as double, double accumulation, one
+ * thread.  It is the oracle the tests compare the CPU backend against.
+ */
+#include "../backend.h"
+#include "../../ops/op_eval.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Advance a row-major multi-index over shape; false when it wraps around. */
+static bool next_index(int64_t *idx, const int64_t *shape, int ndim) {
+    for (int i = ndim - 1; i >= 0; i--) {
+        if (++idx[i] < shape[i]) return true;
+        idx[i] = 0;
+    }
+    return false;
+}
+
+static char *at(const nb_tensor *t, const int64_t *idx) {
+    int64_t off = t->offset;
+    for (int i = 0; i < t->ndim; i++) off += idx[i] * t->stride[i];
+    return (char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype);
+}
+
+static double get(const nb_tensor *t, const int64_t *idx) { return nb__load(at(t, idx), t->dtype); }
+static void put(nb_tensor *t, const int64_t *idx, double v) { nb__store(at(t, idx), t->dtype, v); }
+
+#define FOR_EACH(t, idx)                                                     \
+    int64_t idx[NB_MAX_DIMS] = {0};                                          \
+    if (nb__numel(t) > 0)                                                    \
+        for (bool more_ = true; more_; more_ = next_index(idx, (t)->shape, (t)->ndim))
+
+static nb_status ref_copy(nb_tensor *dst, const nb_tensor *src) {
+    FOR_EACH(dst, i) put(dst, i, get(src, i));
+    return NB_OK;
+}
+
+static nb_status ref_unary(nb_op op, nb_tensor *out, const nb_tensor *x, double p0, double p1) {
+    FOR_EACH(out, i) put(out, i, nb__eval_unary(op, get(x, i), p0, p1));
+    return NB_OK;
+}
+
+static nb_status ref_binary(nb_op op, nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
+    FOR_EACH(out, i) put(out, i, nb__eval_binary(op, get(a, i), get(b, i)));
+    return NB_OK;
+}
+
+static nb_status ref_where(nb_tensor *out, const nb_tensor *c, const nb_tensor *a, const nb_tensor *b) {
+    FOR_EACH(out, i) put(out, i, get(c, i) != 0 ? get(a, i) : get(b, i));
+    return NB_OK;
+}
+
+static nb_status ref_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask) {
+    int64_t sub[NB_MAX_DIMS]; /* extent of the reduced sub-space */
+    for (int d = 0; d < x->ndim; d++) sub[d] = mask[d] ? x->shape[d] : 1;
+    FOR_EACH(out, o) {
+        double acc = op == NB_OP_PROD ? 1 : op == NB_OP_MAX ? -INFINITY : op == NB_OP_MIN ? INFINITY : 0;
+        int64_t best = 0, count = 0;
+        int64_t r[NB_MAX_DIMS] = {0}, xi[NB_MAX_DIMS];
+        bool any = true;
+        for (int d = 0; d < x->ndim; d++) any = any && sub[d] > 0;
+        for (bool more = any; more; more = next_index(r, sub, x->ndim), count++) {
+            for (int d = 0; d < x->ndim; d++) xi[d] = mask[d] ? r[d] : o[d];
+            double v = get(x, xi);
+            switch (op) {
+            case NB_OP_SUM: acc += v; break;
+            case NB_OP_PROD: acc *= v; break;
+            case NB_OP_MAX: if (v > acc || v != v) acc = (acc != acc) ? acc : v; break;
+            case NB_OP_MIN: if (v < acc || v != v) acc = (acc != acc) ? acc : v; break;
+            case NB_OP_ARGMAX:
+                if (count == 0 || (acc == acc && (v > acc || v != v))) { acc = v; best = count; }
+                break;
+            case NB_OP_ARGMIN:
+                if (count == 0 || (acc == acc && (v < acc || v != v))) { acc = v; best = count; }
+                break;
+            default: NB_ASSERT(0 && "not a reduction");
+            }
+        }
+        put(out, o, (op == NB_OP_ARGMAX || op == NB_OP_ARGMIN) ? (double)best : acc);
+    }
+    return NB_OK;
+}
+
+static nb_status ref_scan(nb_op op, nb_tensor *out, const nb_tensor *x, int axis) {
+    FOR_EACH(out, i) {
+        if (i[axis] != 0) continue;
+        int64_t j[NB_MAX_DIMS];
+        memcpy(j, i, sizeof j);
+        double acc = op == NB_OP_CUMPROD ? 1 : 0;
+        for (j[axis] = 0; j[axis] < x->shape[axis]; j[axis]++) {
+            double v = get(x, j);
+            acc = op == NB_OP_CUMPROD ? acc * v : acc + v;
+            put(out, j, acc);
+        }
+    }
+    return NB_OK;
+}
+
+static nb_status ref_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
+    int nd = out->ndim;
+    int64_t k = a->shape[nd - 1];
+    FOR_EACH(out, i) {
+        int64_t ia[NB_MAX_DIMS], ib[NB_MAX_DIMS];
+        memcpy(ia, i, sizeof ia);
+        memcpy(ib, i, sizeof ib);
+        double acc = 0;
+        for (int64_t p = 0; p < k; p++) {
+            ia[nd - 1] = p;
+            ib[nd - 2] = p;
+            acc += get(a, ia) * get(b, ib);
+        }
+        put(out, i, acc);
+    }
+    return NB_OK;
+}
+
+static nb_status ref_gather(nb_tensor *out, const nb_tensor *x, int axis, const nb_tensor *index) {
+    FOR_EACH(out, i) {
+        int64_t j[NB_MAX_DIMS];
+        memcpy(j, i, sizeof j);
+        j[axis] = (int64_t)get(index, i);
+        put(out, i, get(x, j));
+    }
+    return NB_OK;
+}
+
+static nb_status ref_scatter_add(nb_tensor *out, int axis, const nb_tensor *index, const nb_tensor *src) {
+    FOR_EACH(src, i) {
+        int64_t j[NB_MAX_DIMS];
+        memcpy(j, i, sizeof j);
+        j[axis] = (int64_t)get(index, i);
+        put(out, j, get(out, j) + get(src, i));
+    }
+    return NB_OK;
+}
+
+const nb_backend nb__ref_backend = {
+    .name = "ref",
+    .type = NB_DEVICE_REF,
+    .copy = ref_copy,
+    .unary = ref_unary,
+    .binary = ref_binary,
+    .where = ref_where,
+    .reduce = ref_reduce,
+    .scan = ref_scan,
+    .matmul = ref_matmul,
+    .gather = ref_gather,
+    .scatter_add = ref_scatter_add,
+};

@@ -1,0 +1,162 @@
+/* access.c — element access (get, set, item), host copies, and the in-place updates (copy_, fill_, add_, mul_scalar_). */
+#include "../backend/backend.h"
+
+#include <string.h>
+
+static bool element_offset(const char *op, const nb_tensor *t, const int64_t *index, int64_t *off) {
+    if (t->ndim && !index) {
+        nb__error_set(NB_ERR_NULL, "%s: index is NULL", op);
+        return false;
+    }
+    *off = t->offset;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t i = index[d];
+        if (i < -t->shape[d] || i >= t->shape[d]) {
+            nb__error_set(NB_ERR_INDEX, "%s: index %lld out of range for axis %d of %s", op, (long long)i, d,
+                          NB_SHAPE_STR(t));
+            return false;
+        }
+        if (i < 0) i += t->shape[d];
+        *off += i * t->stride[d];
+    }
+    if (!nb__is_host(t->storage->device)) {
+        nb__error_set(NB_ERR_DEVICE, "%s: tensor is not in host memory", op);
+        return false;
+    }
+    return true;
+}
+
+nb_status nb_get(const nb_tensor *t, const int64_t *index, double *out) {
+    if (!t || !out) return nb__error_set(NB_ERR_NULL, "get: tensor or out is NULL");
+    int64_t off;
+    if (!element_offset("get", t, index, &off)) return nb_last_status();
+    *out = nb__load((char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype), t->dtype);
+    return NB_OK;
+}
+
+nb_status nb_set(nb_tensor *t, const int64_t *index, double value) {
+    if (!t) return nb__error_set(NB_ERR_NULL, "set: tensor is NULL");
+    int64_t off;
+    if (!element_offset("set", t, index, &off)) return nb_last_status();
+    nb__store((char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype), t->dtype, value);
+    return NB_OK;
+}
+
+nb_status nb_item(const nb_tensor *t, double *out) {
+    if (!t || !out) return nb__error_set(NB_ERR_NULL, "item: tensor or out is NULL");
+    if (nb__numel(t) != 1)
+        return nb__error_set(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1", NB_SHAPE_STR(t),
+                             (long long)nb__numel(t));
+    int64_t zero[NB_MAX_DIMS] = {0};
+    return nb_get(t, zero, out);
+}
+
+static nb_status host_copy(const char *op, const nb_tensor *t, void *buf, size_t nbytes, bool to_host) {
+    if (!t || (!buf && nbytes)) return nb__error_set(NB_ERR_NULL, "%s: tensor or buffer is NULL", op);
+    size_t need = (size_t)nb__numel(t) * nb_dtype_size(t->dtype);
+    if (nbytes != need)
+        return nb__error_set(NB_ERR_ARG, "%s: buffer holds %zu bytes, tensor %s of %s needs %zu", op, nbytes,
+                             NB_SHAPE_STR(t), nb_dtype_name(t->dtype), need);
+    if (!need) return NB_OK;
+    if (nb_is_contiguous(t)) {
+        if (to_host) memcpy(buf, nb__ptr(t), need);
+        else memcpy(nb__ptr(t), buf, need);
+        return NB_OK;
+    }
+    const nb_backend *be = nb__backend_of(t);
+    if (!be) return nb_last_status();
+    /* a contiguous view of the caller's buffer; its stack storage record
+     * starts at 2 references so releasing the view never frees it */
+    nb_storage s = {.data = buf, .nbytes = need, .device = t->storage->device};
+    atomic_init(&s.refs, 2);
+    int64_t st[NB_MAX_DIMS];
+    nb__contiguous_strides(t->shape, t->ndim, st);
+    nb_tensor *w = nb__tensor_view_of(&s, t->shape, st, t->ndim, 0, t->dtype);
+    if (!w) return nb_last_status();
+    nb_status rc = to_host ? be->copy(w, t) : be->copy((nb_tensor *)t, w);
+    nb_release(w);
+    return rc;
+}
+
+nb_status nb_copy_to_host(const nb_tensor *t, void *dst, size_t nbytes) {
+    return host_copy("copy_to_host", t, dst, nbytes, true);
+}
+nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t nbytes) {
+    return host_copy("copy_from_host", t, (void *)src, nbytes, false);
+}
+
+/* ---- in-place updates ---- */
+
+static bool inplace_ok(const char *op, nb_tensor *t) {
+    if (!t) {
+        nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
+        return false;
+    }
+    if (t->requires_grad && nb_grad_enabled()) {
+        nb__error_set(NB_ERR_STATE, "%s: in-place update of a tensor that requires grad while recording (use no_grad)", op);
+        return false;
+    }
+    return true;
+}
+
+nb_status nb_copy_(nb_tensor *dst, nb_tensor *src) {
+    if (!inplace_ok("copy_", dst)) return nb_last_status();
+    if (!src) return nb__error_set(NB_ERR_NULL, "copy_: src is NULL");
+    const nb_backend *be = nb__backend_common("copy_", (nb_tensor *[]){dst, src}, 2);
+    if (!be) return nb_last_status();
+    int64_t shape[NB_MAX_DIMS];
+    int nd = nb__broadcast_shapes("copy_", dst->shape, dst->ndim, src->shape, src->ndim, shape);
+    if (nd < 0) return nb_last_status();
+    bool same = nd == dst->ndim;
+    for (int d = 0; same && d < nd; d++) same = shape[d] == dst->shape[d];
+    if (!same)
+        return nb__error_set(NB_ERR_SHAPE, "copy_: source %s does not broadcast to destination %s",
+                             NB_SHAPE_STR(src), NB_SHAPE_STR(dst));
+    /* copy via a temporary when src overlaps dst's storage, so reads see old values */
+    nb_tensor *s = nb_shares_storage(dst, src) ? nb__scope_take(nb_clone(src)) : nb_retain(src);
+    if (!s) return nb_last_status();
+    nb_tensor *e = nb__expand_raw(s, dst->shape, dst->ndim);
+    nb_status st = e ? be->copy(dst, e) : nb_last_status();
+    nb_release(e);
+    nb_release(s);
+    return st;
+}
+
+nb_status nb_fill_(nb_tensor *t, double value) {
+    if (!inplace_ok("fill_", t)) return nb_last_status();
+    nb_tensor *v = nb__weak_scalar(value, false, t->storage->device);
+    if (!v) return nb_last_status();
+    nb_status st = nb_copy_(t, v);
+    nb_release(v);
+    return st;
+}
+
+/* t = r (r already shaped like t), converting to t's dtype. */
+static nb_status apply_inplace(nb_tensor *t, nb_tensor *r) {
+    return r ? nb__backend_of(t)->copy(t, r) : nb_last_status();
+}
+
+nb_status nb_add_(nb_tensor *t, nb_tensor *src, double alpha) {
+    if (!inplace_ok("add_", t)) return nb_last_status();
+    if (!src) return nb__error_set(NB_ERR_NULL, "add_: src is NULL");
+    nb_no_grad_begin();
+    nb_scope_begin();
+    nb_tensor *r = nb_add(t, alpha == 1 ? src : nb_mul(src, alpha));
+    nb_status st = NB_OK;
+    if (r && !nb__same_shape(r, t))
+        st = nb__error_set(NB_ERR_SHAPE, "add_: src %s does not broadcast to %s", NB_SHAPE_STR(src), NB_SHAPE_STR(t));
+    else st = apply_inplace(t, r);
+    nb_scope_end();
+    nb_no_grad_end();
+    return st;
+}
+
+nb_status nb_mul_scalar_(nb_tensor *t, double s) {
+    if (!inplace_ok("mul_scalar_", t)) return nb_last_status();
+    nb_no_grad_begin();
+    nb_scope_begin();
+    nb_status st = apply_inplace(t, nb_mul(t, s));
+    nb_scope_end();
+    nb_no_grad_end();
+    return st;
+}

@@ -1,0 +1,169 @@
+/*
+ * internal.h — the private data structures every layer shares: storage, the
+ * tensor record, op attributes, tape nodes, and the error helpers.
+ */
+#ifndef NB_INTERNAL_H
+#define NB_INTERNAL_H
+
+#include "nabla.h"
+
+#include <stdatomic.h>
+#include <stdarg.h>
+
+/* ---- errors (src/core/error.c) ---------------------------------------- */
+
+/** Record an error on this thread unless one is already pending; returns s. */
+nb_status nb__error(nb_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/** Record an error, replacing any pending one (for fresh top-level calls). */
+nb_status nb__error_set(nb_status s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/** Format a shape as "[2, 3]" into buf (size >= 160); returns buf. */
+const char *nb__shape_str(char *buf, const int64_t *shape, int ndim);
+#define NB_SHAPE_STR(t) nb__shape_str((char[192]){0}, (t)->shape, (t)->ndim)
+#define NB_DIMS_STR(s, n) nb__shape_str((char[192]){0}, (s), (n))
+
+/** Return NULL from the enclosing op when a tensor argument is NULL. */
+#define NB_CHECK_ARG(op, t)                                                     \
+    do {                                                                        \
+        if (!(t)) {                                                             \
+            nb__error(NB_ERR_NULL, "%s: argument '%s' is NULL", op, #t);        \
+            return NULL;                                                        \
+        }                                                                       \
+    } while (0)
+
+/** Internal invariant check: aborts with a message (never for bad input). */
+#define NB_ASSERT(c)                                                            \
+    do {                                                                        \
+        if (!(c)) nb__abort(__FILE__, __LINE__, #c);                            \
+    } while (0)
+_Noreturn void nb__abort(const char *file, int line, const char *what);
+
+/* ---- storage (src/core/storage.c) -------------------------------------- */
+
+typedef struct nb_storage {
+    atomic_long refs;
+    void *data;
+    size_t nbytes;
+    nb_device device;
+    bool owned;                             /* data from nb__alloc, freed with the storage */
+    void (*release)(void *ctx, void *data); /* borrowed memory: called when the last ref goes */
+    void *ctx;
+    void *release_ptr;                      /* pointer handed to release (the caller's) */
+} nb_storage;
+
+nb_storage *nb__storage_new(size_t nbytes, nb_device dev);
+void nb__storage_release(nb_storage *s);
+
+/** 64-byte aligned host allocation; NULL (with NB_ERR_OOM set) on failure. */
+void *nb__alloc(size_t nbytes);
+void nb__free(void *p);
+
+/* ---- tensors (src/core/tensor.c) --------------------------------------- */
+
+struct nb_node;
+
+struct nb_tensor {
+    atomic_int refs;
+    int ndim;
+    nb_dtype dtype;
+    bool requires_grad; /* leaf flagged by user, or output of a recorded op */
+    bool weak;          /* wrapped C scalar: takes part in promotion by category only */
+    int64_t shape[NB_MAX_DIMS];
+    int64_t stride[NB_MAX_DIMS]; /* in elements */
+    int64_t offset;              /* in elements */
+    nb_storage *storage;
+    struct nb_node *node; /* producing tape node, NULL for leaves */
+    nb_tensor *grad;      /* accumulated gradient of a tracked leaf */
+};
+
+/** New tensor record viewing `s` (retains it). Not registered with scopes. */
+nb_tensor *nb__tensor_view_of(nb_storage *s, const int64_t *shape, const int64_t *stride,
+                              int ndim, int64_t offset, nb_dtype dt);
+/** New contiguous tensor with fresh storage on dev (uninitialized). Not scoped. */
+nb_tensor *nb__tensor_new(const int64_t *shape, int ndim, nb_dtype dt, nb_device dev);
+/** Remove t from the innermost scope (if owned there) and hand the reference to the caller. */
+nb_tensor *nb__scope_take(nb_tensor *t);
+/** Register a new reference with the innermost scope, if any; returns t. */
+nb_tensor *nb__own(nb_tensor *t);
+/** Row-major strides for shape. */
+void nb__contiguous_strides(const int64_t *shape, int ndim, int64_t *stride);
+/** Overflow-checked element count; -1 with NB_ERR_OVERFLOW/NB_ERR_ARG set on failure. */
+int64_t nb__numel_checked(const char *op, const int64_t *shape, int ndim);
+static inline int64_t nb__numel(const nb_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+/** Address of element [0,…] of a host tensor. */
+static inline char *nb__ptr(const nb_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)nb_dtype_size(t->dtype);
+}
+/** Normalize a possibly negative axis against ndim; -1 on error (NB_ERR_AXIS set). */
+int nb__axis(const char *op, int axis, int ndim);
+/** Broadcast two shapes (NumPy rules) into out; returns ndim or -1 with NB_ERR_SHAPE. */
+int nb__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
+                         int64_t *out);
+static inline bool nb__same_shape(const nb_tensor *a, const nb_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+static inline bool nb__same_device(nb_device a, nb_device b) {
+    return a.type == b.type && a.index == b.index;
+}
+static inline bool nb__is_host(nb_device d) {
+    return d.type == NB_DEVICE_CPU || d.type == NB_DEVICE_REF;
+}
+/** True when t is tracked by autograd (a requires-grad leaf or a recorded result). */
+static inline bool nb__tracked(const nb_tensor *t) { return t && t->requires_grad; }
+
+/* ---- dtype conversion (src/core/dtype.c) ------------------------------- */
+
+double nb__load(const void *p, nb_dtype dt);
+void nb__store(void *p, nb_dtype dt, double v);
+float nb__f16_to_f32(uint16_t h);
+uint16_t nb__f32_to_f16(float f);
+float nb__bf16_to_f32(uint16_t h);
+uint16_t nb__f32_to_bf16(float f);
+/** Float dtype used to compute a float-valued op on dt (ints/bool → f32). */
+static inline nb_dtype nb__float_of(nb_dtype dt) { return nb_dtype_is_float(dt) ? dt : NB_F32; }
+
+/* ---- autograd recording (src/autograd/tape.c) -------------------------- */
+
+/** Attributes an op keeps for its kernel and its derivative rule. */
+typedef struct nb_attrs {
+    double f[4];               /* scalar parameters (slope, alpha, p, eps, …) */
+    int64_t i[2 * NB_MAX_DIMS]; /* integer parameters (shape, pads, offsets, …) */
+    int ni;
+    int axes[NB_MAX_DIMS];     /* axis list (reductions, permutations, …) */
+    int naxes;
+    bool keepdim;
+    int sub;                   /* op-specific (the view op of a VIEW_GRAD, a mode) */
+    int shape_ndim;
+    int64_t shape[NB_MAX_DIMS]; /* a shape (reshape target, base shape of a view adjoint) */
+} nb_attrs;
+
+typedef struct nb_node {
+    atomic_int refs;
+    int op;             /* nb_op */
+    int n_in;
+    nb_tensor *out;     /* detached alias of the output (no node) */
+    nb_attrs attrs;
+    uint64_t seq;       /* creation order, for the topological sort */
+    uint64_t mark;      /* scratch for the backward pass: pass id */
+    int64_t slot;       /* scratch for the backward pass: gradient slot */
+    nb_tensor *in[];    /* n_in retained inputs (NULL where absent) */
+} nb_node;
+
+/** True when an op on these inputs must be recorded (recording on, an input tracked). */
+bool nb__should_record(nb_tensor *const *in, int n);
+/**
+ * Attach a tape node for `op` to `out` (which must be fresh).  Copies attrs.
+ * Returns out, or NULL (releasing out) on allocation failure.
+ */
+nb_tensor *nb__record(nb_tensor *out, int op, nb_tensor *const *in, int n, const nb_attrs *attrs);
+void nb__node_release(nb_node *n);
+
+#endif /* NB_INTERNAL_H */

@@ -1,0 +1,256 @@
+/*
+ * tensor.c — tensor records: creation, reference counting, autorelease
+ * scopes, and the inspection functions of the public API.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void nb__contiguous_strides(const int64_t *shape, int ndim, int64_t *stride) {
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        stride[i] = s;
+        s *= shape[i] > 0 ? shape[i] : 1;
+    }
+}
+
+int64_t nb__numel_checked(const char *op, const int64_t *shape, int ndim) {
+    if (ndim < 0 || ndim > NB_MAX_DIMS) {
+        nb__error(NB_ERR_ARG, "%s: rank %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
+        return -1;
+    }
+    if (ndim > 0 && !shape) {
+        nb__error(NB_ERR_NULL, "%s: shape is NULL for rank %d", op, ndim);
+        return -1;
+    }
+    int64_t n = 1;
+    bool overflow = false;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            nb__error(NB_ERR_ARG, "%s: negative size %lld at axis %d of shape %s", op,
+                      (long long)shape[i], i, NB_DIMS_STR(shape, ndim));
+            return -1;
+        }
+        if (__builtin_mul_overflow(n, shape[i], &n)) overflow = true;
+    }
+    if (overflow && n != 0) {
+        /* a zero dimension anywhere makes the product 0 and the shape valid */
+        for (int i = 0; i < ndim; i++)
+            if (shape[i] == 0) return 0;
+        nb__error(NB_ERR_OVERFLOW, "%s: element count of shape %s overflows int64", op,
+                  NB_DIMS_STR(shape, ndim));
+        return -1;
+    }
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return 0;
+    return n;
+}
+
+static nb_tensor *record_new(void) {
+    nb_tensor *t = calloc(1, sizeof *t);
+    if (!t) nb__error(NB_ERR_OOM, "tensor: out of memory");
+    else atomic_init(&t->refs, 1);
+    return t;
+}
+
+nb_tensor *nb__tensor_view_of(nb_storage *s, const int64_t *shape, const int64_t *stride,
+                              int ndim, int64_t offset, nb_dtype dt) {
+    nb_tensor *t = record_new();
+    if (!t) return NULL;
+    t->ndim = ndim;
+    t->dtype = dt;
+    if (ndim) {
+        memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
+        memcpy(t->stride, stride, sizeof(int64_t) * (size_t)ndim);
+    }
+    t->offset = offset;
+    t->storage = s;
+    atomic_fetch_add(&s->refs, 1);
+    return t;
+}
+
+nb_tensor *nb__tensor_new(const int64_t *shape, int ndim, nb_dtype dt, nb_device dev) {
+    if (dt < 0 || dt >= NB_DTYPE_COUNT) {
+        nb__error(NB_ERR_DTYPE, "empty: invalid dtype %d", (int)dt);
+        return NULL;
+    }
+    int64_t n = nb__numel_checked("empty", shape, ndim);
+    if (n < 0) return NULL;
+    size_t es = nb_dtype_size(dt);
+    if ((uint64_t)n > SIZE_MAX / es || (uint64_t)n > (uint64_t)INT64_MAX / es) {
+        nb__error(NB_ERR_OVERFLOW, "empty: %lld elements of %s overflow the byte size",
+                  (long long)n, nb_dtype_name(dt));
+        return NULL;
+    }
+    nb_storage *s = nb__storage_new((size_t)n * es, dev);
+    if (!s) return NULL;
+    int64_t st[NB_MAX_DIMS];
+    nb__contiguous_strides(shape, ndim, st);
+    nb_tensor *t = nb__tensor_view_of(s, shape, st, ndim, 0, dt);
+    nb__storage_release(s);
+    return t;
+}
+
+nb_tensor *nb_retain(nb_tensor *t) {
+    if (t) atomic_fetch_add(&t->refs, 1);
+    return t;
+}
+
+void nb_release(nb_tensor *t) {
+    if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+    nb__storage_release(t->storage);
+    if (t->node) nb__node_release(t->node);
+    nb_release(t->grad);
+    free(t);
+}
+
+/* ---- autorelease scopes ---- */
+
+typedef struct scope {
+    nb_tensor **items;
+    size_t n, cap;
+} scope;
+
+static _Thread_local scope *tl_scopes;
+static _Thread_local int tl_depth, tl_cap;
+
+void nb_scope_begin(void) {
+    if (tl_depth == tl_cap) {
+        int cap = tl_cap ? 2 * tl_cap : 8;
+        scope *s = realloc(tl_scopes, sizeof *s * (size_t)cap);
+        if (!s) NB_ASSERT(!"scope stack allocation failed");
+        memset(s + tl_cap, 0, sizeof *s * (size_t)(cap - tl_cap));
+        tl_scopes = s;
+        tl_cap = cap;
+    }
+    tl_scopes[tl_depth++].n = 0;
+}
+
+void nb_scope_end(void) {
+    if (tl_depth == 0) return;
+    scope *s = &tl_scopes[--tl_depth];
+    for (size_t i = s->n; i-- > 0;) nb_release(s->items[i]);
+    s->n = 0;
+    if (tl_depth == 0) { /* outermost closed: give the memory back */
+        for (int i = 0; i < tl_cap; i++) free(tl_scopes[i].items);
+        free(tl_scopes);
+        tl_scopes = NULL;
+        tl_cap = 0;
+    }
+}
+
+static void scope_push(scope *s, nb_tensor *t) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 32;
+        nb_tensor **it = realloc(s->items, sizeof *it * cap);
+        if (!it) NB_ASSERT(!"scope growth failed");
+        s->items = it;
+        s->cap = cap;
+    }
+    s->items[s->n++] = t;
+}
+
+nb_tensor *nb__own(nb_tensor *t) {
+    if (t && tl_depth > 0) scope_push(&tl_scopes[tl_depth - 1], t);
+    return t;
+}
+
+nb_tensor *nb__scope_take(nb_tensor *t) {
+    if (!t) return NULL;
+    if (tl_depth > 0) {
+        scope *s = &tl_scopes[tl_depth - 1];
+        for (size_t i = s->n; i-- > 0;) {
+            if (s->items[i] == t) {
+                memmove(s->items + i, s->items + i + 1, sizeof *s->items * (s->n - i - 1));
+                s->n--;
+                return t;
+            }
+        }
+    }
+    return nb_retain(t);
+}
+
+nb_tensor *nb_scope_keep(nb_tensor *t) {
+    if (!t) return NULL;
+    nb__scope_take(t);
+    if (tl_depth > 1) scope_push(&tl_scopes[tl_depth - 2], t);
+    return t;
+}
+
+/* ---- inspection ---- */
+
+int nb_ndim(const nb_tensor *t) { return t ? t->ndim : -1; }
+const int64_t *nb_shape(const nb_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *nb_strides(const nb_tensor *t) { return t ? t->stride : NULL; }
+int64_t nb_numel(const nb_tensor *t) { return t ? nb__numel(t) : -1; }
+int64_t nb_offset(const nb_tensor *t) { return t ? t->offset : -1; }
+nb_dtype nb_dtype_of(const nb_tensor *t) { return t ? t->dtype : NB_DTYPE_COUNT; }
+nb_device nb_device_of(const nb_tensor *t) {
+    return t ? t->storage->device : (nb_device){NB_DEVICE_TYPE_COUNT, -1};
+}
+
+int64_t nb_size(const nb_tensor *t, int axis) {
+    if (!t) {
+        nb__error(NB_ERR_NULL, "size: tensor is NULL");
+        return -1;
+    }
+    int a = nb__axis("size", axis, t->ndim);
+    return a < 0 ? -1 : t->shape[a];
+}
+
+bool nb_is_contiguous(const nb_tensor *t) {
+    if (!t) return false;
+    int64_t s = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->shape[i] == 0) return true;
+        if (t->shape[i] != 1 && t->stride[i] != s) return false;
+        s *= t->shape[i];
+    }
+    return true;
+}
+
+bool nb_shares_storage(const nb_tensor *a, const nb_tensor *b) {
+    return a && b && a->storage->data == b->storage->data;
+}
+
+void *nb_data_ptr(const nb_tensor *t) {
+    if (!t) {
+        nb__error(NB_ERR_NULL, "data_ptr: tensor is NULL");
+        return NULL;
+    }
+    if (!nb__is_host(t->storage->device)) {
+        nb__error(NB_ERR_DEVICE, "data_ptr: tensor lives on a non-host device");
+        return NULL;
+    }
+    return nb__ptr(t);
+}
+
+int nb__axis(const char *op, int axis, int ndim) {
+    int lim = ndim > 0 ? ndim : 1; /* rank-0 tensors accept axis 0 / -1 where meaningful */
+    if (axis < -lim || axis >= lim || (ndim == 0)) {
+        if (ndim == 0)
+            nb__error(NB_ERR_AXIS, "%s: axis %d is invalid for a rank-0 tensor", op, axis);
+        else
+            nb__error(NB_ERR_AXIS, "%s: axis %d out of range for rank %d (expected [%d, %d])",
+                      op, axis, ndim, -ndim, ndim - 1);
+        return -1;
+    }
+    return axis < 0 ? axis + ndim : axis;
+}
+
+int nb__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b, int nb,
+                         int64_t *out) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1) {
+            nb__error(NB_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (axis %d: %lld vs %lld)",
+                      op, NB_DIMS_STR(a, na), NB_DIMS_STR(b, nb), i, (long long)da, (long long)db);
+            return -1;
+        }
+        out[i] = da == 1 ? db : da;
+    }
+    return n;
+}

@@ -1,0 +1,187 @@
+/*
+ * elementwise.c — front-ends of the unary, binary and where ops: dtype rules
+ * and promotion (weak C scalars included), broadcasting, dispatch to the
+ * backend, and tape recording.
+ */
+#include "../backend/backend.h"
+
+nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) {
+    switch (nb__ops[op].dtype_rule) {
+    case NB_DT_FLOAT: return nb__float_of(dt);
+    case NB_DT_BOOL: return NB_BOOL;
+    default: return dt;
+    }
+}
+
+nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1) {
+    const char *name = nb__ops[op].name;
+    NB_CHECK_ARG(name, x);
+    const nb_backend *be = nb__backend_common(name, &x, 1);
+    if (!be) return NULL;
+    nb_dtype odt = nb__unary_dtype(op, x->dtype);
+    nb_tensor *xc = odt == NB_BOOL ? nb_retain(x) : nb__to_dtype(x, odt);
+    nb_tensor *out = xc ? nb__tensor_new(x->shape, x->ndim, odt, x->storage->device) : NULL;
+    if (out && be->unary(op, out, xc, p0, p1) != NB_OK) {
+        nb_release(out);
+        out = NULL;
+    }
+    nb_release(xc);
+    if (out && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(&x, 1)) {
+        nb_attrs a = {.f = {p0, p1}};
+        out = nb__record(out, op, &x, 1, &a);
+    }
+    return out;
+}
+
+static int category(nb_dtype d) { return d == NB_BOOL ? 0 : nb_dtype_is_float(d) ? 2 : 1; }
+
+/* Promotion where a weak (C scalar) operand only lifts the category. */
+static nb_dtype promote(const nb_tensor *a, const nb_tensor *b) {
+    if (a->weak != b->weak) {
+        const nb_tensor *w = a->weak ? a : b, *s = a->weak ? b : a;
+        if (category(w->dtype) > category(s->dtype)) return category(w->dtype) == 2 ? NB_F32 : NB_I64;
+        return s->dtype;
+    }
+    return nb_promote_types(a->dtype, b->dtype);
+}
+
+nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim) {
+    int64_t st[NB_MAX_DIMS];
+    int lead = ndim - t->ndim;
+    for (int i = 0; i < ndim; i++) {
+        int j = i - lead;
+        st[i] = (j < 0 || (t->shape[j] == 1 && shape[i] != 1)) ? 0 : t->stride[j];
+    }
+    return nb__tensor_view_of(t->storage, shape, st, ndim, t->offset, t->dtype);
+}
+
+nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b) {
+    const char *name = nb__ops[op].name;
+    NB_CHECK_ARG(name, a);
+    NB_CHECK_ARG(name, b);
+    const nb_backend *be = nb__backend_common(name, (nb_tensor *[]){a, b}, 2);
+    if (!be) return NULL;
+    int64_t shape[NB_MAX_DIMS];
+    int nd = nb__broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, shape);
+    if (nd < 0) return NULL;
+    nb_dtype ct = promote(a, b);
+    nb_dtype_rule rule = nb__ops[op].dtype_rule;
+    if (rule == NB_DT_FPROMOTE) ct = nb__float_of(ct);
+    nb_dtype odt = rule == NB_DT_BOOL ? NB_BOOL : ct;
+    nb_tensor *ac = nb__to_dtype(a, ct), *bc = ac ? nb__to_dtype(b, ct) : NULL;
+    nb_tensor *ae = bc ? nb__expand_raw(ac, shape, nd) : NULL;
+    nb_tensor *bE = ae ? nb__expand_raw(bc, shape, nd) : NULL;
+    nb_tensor *out = bE ? nb__tensor_new(shape, nd, odt, a->storage->device) : NULL;
+    if (out && be->binary(op, out, ae, bE) != NB_OK) {
+        nb_release(out);
+        out = NULL;
+    }
+    nb_release(ac);
+    nb_release(bc);
+    nb_release(ae);
+    nb_release(bE);
+    if (out && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record((nb_tensor *[]){a, b}, 2))
+        out = nb__record(out, op, (nb_tensor *[]){a, b}, 2, NULL);
+    return out;
+}
+
+/* ---- public unary ops ---- */
+#define NB_UNARY_DEF(E, name) \
+    nb_tensor *nb_##name(nb_tensor *x) { return nb__own(nb__unary(NB_OP_##E, x, 0, 0)); }
+NB_UNARY_DEF(NEG, neg) NB_UNARY_DEF(ABS, abs) NB_UNARY_DEF(SIGN, sign) NB_UNARY_DEF(EXP, exp)
+NB_UNARY_DEF(EXPM1, expm1) NB_UNARY_DEF(LOG, log) NB_UNARY_DEF(LOG1P, log1p)
+NB_UNARY_DEF(SQRT, sqrt) NB_UNARY_DEF(RSQRT, rsqrt) NB_UNARY_DEF(SQUARE, square)
+NB_UNARY_DEF(RECIPROCAL, reciprocal) NB_UNARY_DEF(SIN, sin) NB_UNARY_DEF(COS, cos)
+NB_UNARY_DEF(TAN, tan) NB_UNARY_DEF(TANH, tanh) NB_UNARY_DEF(SIGMOID, sigmoid)
+NB_UNARY_DEF(RELU, relu) NB_UNARY_DEF(SILU, silu) NB_UNARY_DEF(ERF, erf)
+NB_UNARY_DEF(FLOOR, floor) NB_UNARY_DEF(CEIL, ceil) NB_UNARY_DEF(ROUND, round)
+NB_UNARY_DEF(LOGICAL_NOT, logical_not) NB_UNARY_DEF(GELU, gelu) NB_UNARY_DEF(GELU_TANH, gelu_tanh)
+#undef NB_UNARY_DEF
+
+nb_tensor *nb_leaky_relu(nb_tensor *x, double slope) { return nb__own(nb__unary(NB_OP_LEAKY_RELU, x, slope, 0)); }
+nb_tensor *nb_elu(nb_tensor *x, double alpha) { return nb__own(nb__unary(NB_OP_ELU, x, alpha, 0)); }
+nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold) {
+    if (x && !(beta != 0)) {
+        nb__error(NB_ERR_ARG, "softplus: beta must be nonzero, got %g", beta);
+        return NULL;
+    }
+    return nb__own(nb__unary(NB_OP_SOFTPLUS, x, beta, threshold));
+}
+nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi) {
+    if (x && (lo != lo || hi != hi)) {
+        nb__error(NB_ERR_ARG, "clamp: bounds must not be NaN (lo=%g, hi=%g)", lo, hi);
+        return NULL;
+    }
+    return nb__own(nb__unary(NB_OP_CLAMP, x, lo, hi));
+}
+
+/* ---- public binary ops: tensor, float-scalar and int-scalar forms ---- */
+static nb_tensor *with_scalar(nb_op op, nb_tensor *a, double v, bool is_int) {
+    NB_CHECK_ARG(nb__ops[op].name, a);
+    nb_tensor *s = nb__weak_scalar(v, is_int, a->storage->device);
+    nb_tensor *r = s ? nb__binary(op, a, s) : NULL;
+    nb_release(s);
+    return nb__own(r);
+}
+
+#define NB_BINARY_DEF(E, name)                                                                  \
+    nb_tensor *nb_##name##_t(nb_tensor *a, nb_tensor *b) { return nb__own(nb__binary(NB_OP_##E, a, b)); } \
+    nb_tensor *nb_##name##_sf(nb_tensor *a, double b) { return with_scalar(NB_OP_##E, a, b, false); } \
+    nb_tensor *nb_##name##_si(nb_tensor *a, int64_t b) { return with_scalar(NB_OP_##E, a, (double)b, true); }
+NB_BINARY_DEF(ADD, add) NB_BINARY_DEF(SUB, sub) NB_BINARY_DEF(MUL, mul) NB_BINARY_DEF(DIV, div)
+NB_BINARY_DEF(POW, pow) NB_BINARY_DEF(MAXIMUM, maximum) NB_BINARY_DEF(MINIMUM, minimum)
+NB_BINARY_DEF(ATAN2, atan2) NB_BINARY_DEF(REMAINDER, remainder) NB_BINARY_DEF(EQ, eq)
+NB_BINARY_DEF(NE, ne) NB_BINARY_DEF(LT, lt) NB_BINARY_DEF(LE, le) NB_BINARY_DEF(GT, gt)
+NB_BINARY_DEF(GE, ge) NB_BINARY_DEF(LOGICAL_AND, logical_and) NB_BINARY_DEF(LOGICAL_OR, logical_or)
+NB_BINARY_DEF(LOGICAL_XOR, logical_xor)
+#undef NB_BINARY_DEF
+
+/* ---- where / masked_fill ---- */
+nb_tensor *nb__where(nb_tensor *c, nb_tensor *a, nb_tensor *b) {
+    NB_CHECK_ARG("where", c);
+    NB_CHECK_ARG("where", a);
+    NB_CHECK_ARG("where", b);
+    const nb_backend *be = nb__backend_common("where", (nb_tensor *[]){c, a, b}, 3);
+    if (!be) return NULL;
+    int64_t s1[NB_MAX_DIMS], shape[NB_MAX_DIMS];
+    int n1 = nb__broadcast_shapes("where", c->shape, c->ndim, a->shape, a->ndim, s1);
+    if (n1 < 0) return NULL;
+    int nd = nb__broadcast_shapes("where", s1, n1, b->shape, b->ndim, shape);
+    if (nd < 0) return NULL;
+    nb_dtype ct = promote(a, b);
+    nb_tensor *ac = nb__to_dtype(a, ct), *bc = ac ? nb__to_dtype(b, ct) : NULL;
+    nb_tensor *ce = bc ? nb__expand_raw(c, shape, nd) : NULL;
+    nb_tensor *ae = ce ? nb__expand_raw(ac, shape, nd) : NULL;
+    nb_tensor *bE = ae ? nb__expand_raw(bc, shape, nd) : NULL;
+    nb_tensor *out = bE ? nb__tensor_new(shape, nd, ct, a->storage->device) : NULL;
+    if (out && be->where(out, ce, ae, bE) != NB_OK) {
+        nb_release(out);
+        out = NULL;
+    }
+    nb_release(ac);
+    nb_release(bc);
+    nb_release(ce);
+    nb_release(ae);
+    nb_release(bE);
+    if (out && nb__should_record((nb_tensor *[]){a, b}, 2))
+        out = nb__record(out, NB_OP_WHERE, (nb_tensor *[]){c, a, b}, 3, NULL);
+    return out;
+}
+
+nb_tensor *nb_where(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return nb__own(nb__where(c, a, b)); }
+
+nb_tensor *nb_masked_fill(nb_tensor *x, nb_tensor *mask, double value) {
+    NB_CHECK_ARG("masked_fill", x);
+    NB_CHECK_ARG("masked_fill", mask);
+    int64_t shape[NB_MAX_DIMS];
+    if (nb__broadcast_shapes("masked_fill", x->shape, x->ndim, mask->shape, mask->ndim, shape) != x->ndim) {
+        nb__error(NB_ERR_SHAPE, "masked_fill: mask %s does not broadcast to input %s",
+                  NB_SHAPE_STR(mask), NB_SHAPE_STR(x));
+        return NULL;
+    }
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *v = nb__own(nb__weak_scalar(value, !nb_dtype_is_float(x->dtype) && value == (double)(int64_t)value,
+                                           x->storage->device));
+    nb_tensor *vc = nb_cast(v, x->dtype);
+    NB_COMPOSITE_RETURN(nb_where(mask, vc, x));
+}

@@ -1,0 +1,101 @@
+/*
+ * ops.h — the op enumeration and the op-table record, both expanded from
+ * ops.def, plus the internal entry points the public op functions share.
+ */
+#ifndef NB_OPS_H
+#define NB_OPS_H
+
+#include "../core/internal.h"
+
+typedef struct nb_backend nb_backend;
+
+typedef enum nb_op {
+#define NB_OP(E, name, kind, grad, dt, expr) NB_OP_##E,
+#include "ops.def"
+#undef NB_OP
+    NB_OP_COUNT
+} nb_op;
+
+typedef enum nb_op_kind {
+    NB_KIND_UNARY, NB_KIND_BINARY, NB_KIND_WHERE, NB_KIND_REDUCE, NB_KIND_ARGREDUCE,
+    NB_KIND_SCAN, NB_KIND_MATMUL, NB_KIND_GATHER, NB_KIND_SCATTER_ADD, NB_KIND_COPY,
+    NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE,
+    NB_KIND_COUNT
+} nb_op_kind;
+
+typedef enum nb_grad_kind { NB_GRAD_RULE, NB_GRAD_NONE, NB_GRAD_COMPOSITE, NB_GRAD_KIND_COUNT } nb_grad_kind;
+
+typedef enum nb_dtype_rule {
+    NB_DT_SAME, NB_DT_FLOAT, NB_DT_BOOL, NB_DT_PROMOTE, NB_DT_FPROMOTE, NB_DT_I64, NB_DT_NA,
+    NB_DT_RULE_COUNT
+} nb_dtype_rule;
+
+/**
+ * Vector-Jacobian product of one recorded node: given the gradient g of the
+ * node's output, write a new reference (or NULL for "no gradient") for each
+ * input i into gin[i].  Shapes/dtypes of gin may be broadcast-compatible
+ * with the input: the engine sums broadcast axes away and casts.
+ */
+typedef nb_status (*nb_vjp_fn)(const nb_node *node, nb_tensor *g, nb_tensor **gin);
+
+typedef struct nb_op_info {
+    const char *name;
+    nb_op_kind kind;
+    nb_grad_kind grad;
+    nb_dtype_rule dtype_rule;
+    nb_vjp_fn vjp; /* non-NULL exactly when grad == NB_GRAD_RULE */
+} nb_op_info;
+
+extern const nb_op_info nb__ops[NB_OP_COUNT];
+
+/** Python-style remainder (result has the divisor's sign), used by ops.def. */
+static inline double nb__py_remainder(double a, double b) {
+    double r = __builtin_fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+/* ---- shared internal entry points (src/ops/) ---- */
+
+/** Result dtype of a unary op on dt. */
+nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt);
+/** Unary elementwise op with parameters p0, p1 (unscoped result). */
+nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1);
+/** Binary elementwise op with broadcasting and promotion (unscoped result). */
+nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b);
+/** A weak rank-0 scalar (wrapped C number) on dev. */
+nb_tensor *nb__weak_scalar(double v, bool is_int, nb_device dev);
+/** Sum g over broadcast axes so that it has `shape` (the adjoint of broadcasting). Unscoped. */
+nb_tensor *nb__sum_to(nb_tensor *g, const int64_t *shape, int ndim);
+/** Rebuild a recorded view (op, attrs) on base; used by the view adjoints. Unscoped. */
+nb_tensor *nb__apply_view(nb_op op, nb_tensor *base, const nb_attrs *attrs);
+/** Reduction front-end shared by sum/prod/max/min (unscoped). */
+nb_tensor *nb__reduce(nb_op op, nb_tensor *x, const int *axes, int naxes, bool keepdim);
+/** Normalize an axis list into a mask; returns the count or -1 (error set). axes NULL = all. */
+int nb__axes_mask(const char *op, const int *axes, int naxes, int ndim, bool *mask);
+
+#endif /* NB_OPS_H */
+
+/* ---- composite ops: build the result from public ops inside a private
+ * scope, then hand the one result to the caller's scope (or caller). ---- */
+#define NB_COMPOSITE_BEGIN() nb_scope_begin()
+#define NB_COMPOSITE_RETURN(r)                                                  \
+    do {                                                                        \
+        nb_tensor *r_ = nb__scope_take(r);                                      \
+        nb_scope_end();                                                         \
+        return nb__own(r_);                                                     \
+    } while (0)
+
+/** Backend shared by all operands (same device); NULL with NB_ERR_DEVICE naming op. */
+const nb_backend *nb__backend_common(const char *op, nb_tensor *const *ts, int n);
+/** Unscoped conversion of t to dt (new reference; t itself retained when equal). Not recorded. */
+nb_tensor *nb__to_dtype(nb_tensor *t, nb_dtype dt);
+/** Unscoped expand view of t to shape (no checks beyond broadcast compatibility). Not recorded. */
+nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim);
+/** VIEW_GRAD forward: zeros(base_shape) with g copied into view (view_op, va). Unscoped, recorded. */
+nb_tensor *nb__view_grad(nb_tensor *g, nb_op view_op, const nb_attrs *va, const int64_t *base_shape, int base_ndim);
+/** A filled tensor on a device (unscoped). */
+nb_tensor *nb__full_on(const int64_t *shape, int ndim, double v, nb_dtype dt, nb_device dev);
+/** Unscoped where (used by derivative rules through nb_where). */
+nb_tensor *nb__where(nb_tensor *c, nb_tensor *a, nb_tensor *b);
+nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double value);

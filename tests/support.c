@@ -1,0 +1,61 @@
+/* support.c — helpers shared by the tests. */
+#include "support.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+nb_tensor *nbt_ok(nb_tensor *t, const char *expr, const char *file, int line) {
+    if (!t) {
+        fprintf(stderr, "%s:%d: %s failed: %s: %s\n", file, line, expr, nb_status_name(nb_last_status()),
+                nb_last_message());
+        fail();
+    }
+    return t;
+}
+
+double nbt_at(nb_tensor *t, int64_t flat) {
+    int nd = nb_ndim(t);
+    int64_t idx[NB_MAX_DIMS];
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t s = nb_shape(t)[d];
+        idx[d] = flat % s;
+        flat /= s;
+    }
+    double v = NAN;
+    assert_int_equal(nb_get(t, idx, &v), NB_OK);
+    return v;
+}
+
+double nbt_close_ratio(nb_tensor *a, nb_tensor *b, double rtol, double atol) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(nb_ndim(a), nb_ndim(b));
+    for (int d = 0; d < nb_ndim(a); d++) assert_int_equal(nb_shape(a)[d], nb_shape(b)[d]);
+    double worst = 0;
+    int64_t n = nb_numel(a);
+    for (int64_t i = 0; i < n; i++) {
+        double x = nbt_at(a, i), y = nbt_at(b, i);
+        if (isnan(x) || isnan(y)) {
+            if (isnan(x) != isnan(y)) {
+                fprintf(stderr, "element %lld: %g vs %g (NaN mismatch)\n", (long long)i, x, y);
+                return INFINITY;
+            }
+            continue;
+        }
+        if (isinf(x) || isinf(y)) {
+            if (x != y) {
+                fprintf(stderr, "element %lld: %g vs %g (inf mismatch)\n", (long long)i, x, y);
+                return INFINITY;
+            }
+            continue;
+        }
+        double r = fabs(x - y) / (atol + rtol * fabs(y));
+        if (r > worst) worst = r;
+        if (r > 1.0) {
+            fprintf(stderr, "element %lld: %.9g vs %.9g (ratio %g)\n", (long long)i, x, y, r);
+            return r;
+        }
+    }
+    return worst;
+}

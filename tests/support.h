@@ -1,0 +1,23 @@
+/* support.h — helpers shared by the tests: cmocka includes, tensor comparison, random inputs. */
+#ifndef NB_TEST_SUPPORT_H
+#define NB_TEST_SUPPORT_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "nabla.h"
+
+/** Fail the test with the last nabla error when t is NULL; returns t. */
+nb_tensor *nbt_ok(nb_tensor *t, const char *expr, const char *file, int line);
+#define NBT(t) nbt_ok((t), #t, __FILE__, __LINE__)
+/** Max |a-b| / (atol + rtol |b|) over elements (<= 1 means close); NaNs must match position. */
+double nbt_close_ratio(nb_tensor *a, nb_tensor *b, double rtol, double atol);
+#define assert_close(a, b, rtol, atol) \
+    assert_true(nbt_close_ratio((a), (b), (rtol), (atol)) <= 1.0)
+/** Value at a flat row-major position, as double. */
+double nbt_at(nb_tensor *t, int64_t flat);
+
+#endif
