@@ -17,5 +17,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/nablaConfigVersion.
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nablaConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/nablaConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nabla)
 
+# prefix relative to the .pc file, so `cmake --install --prefix X` needs no reconfigure
+file(RELATIVE_PATH NB_PC_TO_PREFIX "/p/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/p")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/nabla.pc.in ${CMAKE_CURRENT_BINARY_DIR}/nabla.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/nabla.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -101,7 +101,7 @@ bool nb_dtype_is_float(nb_dtype dt);
  * Result dtype of a binary op on tensors of dtypes a and b — PyTorch's
  * torch.promote_types: bool < integers < floats; within a category the wider
  * type wins; u8 with i8 gives i32 (nabla has no i16, PyTorch gives int16);
- * f16 with bf16 gives f32.
+ * f16 with bf16 gives f32.  NB_DTYPE_COUNT when a or b is not a dtype.
  */
 nb_dtype nb_promote_types(nb_dtype a, nb_dtype b);
 
@@ -314,9 +314,10 @@ nb_tensor *nb_flip(nb_tensor *t, const int *axes, int naxes);
 /** View of the diagonal of axes a and b, shifted by `offset`, appended as the last axis (torch.diagonal). */
 nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int a, int b);
 /**
- * View with explicit shape, element strides and storage offset, checked so
- * every reachable element lies inside t's storage (NB_ERR_INDEX otherwise).
- * Not differentiable.
+ * View with explicit shape, element strides and storage offset (>= 0, in
+ * elements from the start of t's storage), checked so every reachable
+ * element lies inside that storage (NB_ERR_INDEX otherwise; NB_ERR_OVERFLOW
+ * when the extent overflows int64).  Not differentiable.
  */
 nb_tensor *nb_as_strided(nb_tensor *t, const int64_t *shape, const int64_t *strides, int ndim,
                          int64_t offset);
@@ -335,9 +336,37 @@ nb_status nb_item(const nb_tensor *t, double *out);
 nb_status nb_copy_to_host(const nb_tensor *t, void *dst, size_t nbytes);
 /** Overwrite t's elements (row-major order) from src; works through views. */
 nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t nbytes);
-/** Print in NumPy style ("tensor([[1., 2.],\n        [3., 4.]])"-like, NumPy's summarization beyond 1000 elements). */
+/**
+ * Write nb_to_string(t) and a newline to f.  Errors: NB_ERR_NULL, NB_ERR_IO
+ * (write failed), and those of nb_to_string.
+ */
 nb_status nb_print(const nb_tensor *t, FILE *f);
-/** The same text in a malloc'd string the caller frees; NULL on error. */
+/**
+ * PyTorch 2.x's repr of t (torch/_tensor_str.py, default print options) in a
+ * malloc'd string the caller frees; NULL on error (NB_ERR_NULL, NB_ERR_OOM,
+ * NB_ERR_DEVICE for non-host tensors).  The format, exactly:
+ *  - "tensor(" + body + suffixes + ")".  Body: rank 0 is the bare value;
+ *    otherwise nested "[…]", elements joined by ", ", sub-tensors of rank r
+ *    joined by "," + (r-1) newlines + indent, where the indent is 7 plus one
+ *    per nesting level; a row wraps after (80 - indent) / (width + 2)
+ *    elements.  Zero elements print "[]".
+ *  - Float dtypes use one mode chosen from the nonzero finite values shown:
+ *    all integers → "%.0f" plus "." ("3."); else fixed "%.4f"; scientific
+ *    "%.4e" when max/min > 1000 or max > 1e8 (or, non-integers, min < 1e-4).
+ *    nan, inf, -inf print as such.  Integers print in decimal, bool as
+ *    True/False.  Every element is right-aligned to the widest nonzero finite
+ *    value (+1 in integer mode; every value for integer dtypes).
+ *  - More than 1000 elements: each axis longer than 6 shows its first and
+ *    last 3 entries, with " ..." inside a row and "..." between slices.
+ *  - Suffixes, each after ", " (or ",\n" + 7 spaces when the line would pass
+ *    80 columns): device='ref:0' for non-CPU devices; size=(a, b, …) for an
+ *    empty tensor that is not 1-D; dtype=NAME unless float32, int64 or bool
+ *    (empty tensors: unless float32) — nabla writes "dtype=float64" where
+ *    torch writes "dtype=torch.float64"; requires_grad=True for a tracked
+ *    leaf, else grad_fn=<op> (nabla's op name, e.g. <mul>, where torch writes
+ *    <MulBackward0>) for a recorded result.
+ * Example: "tensor([[1., 2.],\n        [3., 4.]])".
+ */
 char *nb_to_string(const nb_tensor *t);
 
 /* ------------------------------------------------------------------------ */
@@ -357,6 +386,8 @@ nb_status nb_mul_scalar_(nb_tensor *t, double s);
 /* ------------------------------------------------------------------------ */
 /* Unary elementwise ops (O1).  Integer/bool inputs of float-valued ops are
  * computed in float32 (PyTorch's int→float promotion).                      */
+/* Deliberate difference: nb_sign(NaN) is NaN, as numpy.sign; torch.sign     */
+/* returns 0 there (pytorch/pytorch#41245).  Pinned by tests/test_golden.c.  */
 /* ------------------------------------------------------------------------ */
 
 #define NB_UNARY_DECL(name) nb_tensor *nb_##name(nb_tensor *x);
@@ -377,7 +408,12 @@ nb_tensor *nb_leaky_relu(nb_tensor *x, double slope);
 nb_tensor *nb_elu(nb_tensor *x, double alpha);
 /** log(1 + exp(beta x)) / beta, linear (x) where beta x > threshold (torch defaults 1, 20). */
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
-/** min(max(x, lo), hi); pass -INFINITY / INFINITY for an open side.  NaN stays NaN. */
+/**
+ * min(max(x, lo), hi); pass -INFINITY / INFINITY for an open side.  NaN stays
+ * NaN.  The result keeps x's dtype (bounds converted to it): unlike
+ * torch.clamp, an integer x with fractional bounds is not promoted to float.
+ * The gradient passes where lo <= x <= hi, bounds included (as torch).
+ */
 nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi);
 
 /* ------------------------------------------------------------------------ */
@@ -386,6 +422,8 @@ nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi);
 /* nb_NAME_sf(a, double) / nb_NAME_si(a, int64_t); the macro nb_NAME(a, b)   */
 /* picks one with _Generic.  A scalar takes part in promotion like a Python */
 /* number in PyTorch: it only raises the category (int tensor + 2.5 → f32). */
+/* A rank-0 tensor likewise only raises the category of operands with      */
+/* dimensions (torch.result_type: f16 [n] * f64 rank-0 → f16).              */
 /* ------------------------------------------------------------------------ */
 
 #define NB_BINARY_DECL(name)                                  \
@@ -406,9 +444,11 @@ NB_BINARY_DECL(logical_or) NB_BINARY_DECL(logical_xor)
 #define nb_sub(a, b) NB_GENERIC_BINARY(sub, a, b)
 #define nb_mul(a, b) NB_GENERIC_BINARY(mul, a, b)
 #define nb_div(a, b) NB_GENERIC_BINARY(div, a, b)          /**< true division (ints → f32) */
+/** a^b; gradient as torch: d/da is 0 where b == 0, d/db is 0 where a == 0 and b >= 0. */
 #define nb_pow(a, b) NB_GENERIC_BINARY(pow, a, b)
-#define nb_maximum(a, b) NB_GENERIC_BINARY(maximum, a, b)  /**< NaN propagates */
-#define nb_minimum(a, b) NB_GENERIC_BINARY(minimum, a, b)  /**< NaN propagates */
+/** NaN propagates; the gradient goes to the larger input, split evenly on ties, to both at a NaN (torch). */
+#define nb_maximum(a, b) NB_GENERIC_BINARY(maximum, a, b)
+#define nb_minimum(a, b) NB_GENERIC_BINARY(minimum, a, b)  /**< like nb_maximum, for the smaller input */
 #define nb_atan2(a, b) NB_GENERIC_BINARY(atan2, a, b)
 #define nb_remainder(a, b) NB_GENERIC_BINARY(remainder, a, b) /**< Python-style: sign of divisor */
 #define nb_eq(a, b) NB_GENERIC_BINARY(eq, a, b)            /**< bool result */
@@ -446,9 +486,18 @@ nb_tensor *nb_var(nb_tensor *x, const int *axes, int naxes, int64_t correction, 
 nb_tensor *nb_std(nb_tensor *x, const int *axes, int naxes, int64_t correction, bool keepdim);
 /** log(sum(exp(x))) computed as m + log(sum(exp(x - m))), m = max (stable). */
 nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim);
-/** Vector p-norm (sum |x|^p)^(1/p); p = INFINITY gives max |x|.  p > 0. */
+/**
+ * Vector p-norm (sum |x|^p)^(1/p) over axes (torch.linalg.vector_norm);
+ * p = INFINITY gives max |x|.  p > 0 (NB_ERR_ARG otherwise); float dtypes
+ * (NB_ERR_DTYPE).  Its gradient is 0, not NaN, where the norm is 0 (torch).
+ */
 nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keepdim);
-/** Inclusive prefix sum / product along one axis (same shape). */
+/**
+ * Inclusive prefix sum / product along one axis (same shape; torch.cumsum /
+ * torch.cumprod).  Bool and integer inputs give i64.  A rank-0 x accepts
+ * axis 0 or -1 and is returned as is (torch).  The gradient of cumprod is
+ * exact where x has zeros.  Errors: NB_ERR_AXIS.
+ */
 nb_tensor *nb_cumsum(nb_tensor *x, int axis);
 nb_tensor *nb_cumprod(nb_tensor *x, int axis);
 
@@ -465,29 +514,63 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 /** y = x @ w^T + bias; x [..., in], w [out, in], bias [out] or NULL (torch.nn.functional.linear). */
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
 /**
- * Einstein summation (numpy.einsum / torch.einsum): "ij,jk->ik", implicit
- * output ("ij,jk" sorts the remaining letters), "..." for broadcast batch
- * axes.  Operands must share a float dtype.
+ * Einstein summation (numpy.einsum / torch.einsum) over n >= 1 operands.
+ * Subscripts are letters (case-sensitive), spaces are ignored.  Explicit
+ * output "ij,jk->ik"; implicit output ("ij,jk") is "..." followed by the
+ * letters that appear exactly once, in ASCII order (so "ii" is the trace and
+ * "ji" the transpose).  A letter repeated within one operand takes its
+ * diagonal ("ii->i"); letters missing from the output are summed.  "..."
+ * stands for the remaining axes of an operand; these broadcast against each
+ * other (right-aligned) and, when the explicit output has no "...", are
+ * summed.  As in torch, an axis of size 1 broadcasts against the same letter
+ * elsewhere.  Operands are contracted left to right in pairs with matmul
+ * (no contraction-order optimization).  Operands must share one float dtype.
+ * Result: a new tensor, or a view of the operand when the equation only
+ * permutes or takes diagonals.  Errors (message quotes the equation):
+ * NB_ERR_ARG for a malformed equation, a term count different from n, an
+ * output letter absent from the inputs or repeated; NB_ERR_SHAPE when an
+ * operand's rank does not match its term or a letter has two sizes (neither
+ * 1); NB_ERR_DTYPE; NB_ERR_UNSUPPORTED when an intermediate would exceed
+ * NB_MAX_DIMS axes.
  */
 nb_tensor *nb_einsum(const char *equation, nb_tensor *const *operands, int n);
 
 /* ------------------------------------------------------------------------ */
 /* Neural-network functions and losses (O6)                                 */
+/* These are composites: autograd flows through the ops they are built      */
+/* from.  Float inputs are required (NB_ERR_DTYPE otherwise), as in torch.  */
 /* ------------------------------------------------------------------------ */
 
-/** exp(x - max) / sum(exp(x - max)) along `axis`. */
+/**
+ * softmax(x)_i = exp(x_i - m) / Σ_j exp(x_j - m) along `axis`, m = max (held
+ * constant for differentiation).  Same shape and dtype as x.  A row of all
+ * -inf gives NaN (as torch).  Errors: NB_ERR_DTYPE, NB_ERR_AXIS.
+ */
 nb_tensor *nb_softmax(nb_tensor *x, int axis);
-/** x - logsumexp(x) along `axis`. */
+/** log_softmax(x) = (x - m) - log Σ exp(x - m) along `axis` (stable; as nb_softmax otherwise). */
 nb_tensor *nb_log_softmax(nb_tensor *x, int axis);
 /**
  * Layer normalization over the last `nnorm` axes (Ba et al. 2016;
  * torch.nn.functional.layer_norm): (x - mean) / sqrt(var_biased + eps) * w + b.
- * weight and bias have the shape of those axes, or are NULL.
+ * x [..., D1..Dk] with k = nnorm in [1, ndim]; weight and bias are [D1..Dk]
+ * or NULL.  Errors: NB_ERR_ARG (nnorm), NB_ERR_SHAPE (weight/bias shape),
+ * NB_ERR_DTYPE.
  */
 nb_tensor *nb_layer_norm(nb_tensor *x, int nnorm, nb_tensor *weight, nb_tensor *bias, double eps);
-/** RMS normalization over the last `nnorm` axes (Zhang & Sennrich 2019): x / sqrt(mean(x²) + eps) * w. */
+/**
+ * RMS normalization over the last `nnorm` axes (Zhang & Sennrich 2019;
+ * torch.nn.functional.rms_norm): x / sqrt(mean(x²) + eps) * w, weight
+ * [D1..Dk] or NULL.  eps is explicit (torch's None means the dtype's
+ * machine epsilon).  Errors as nb_layer_norm.
+ */
 nb_tensor *nb_rms_norm(nb_tensor *x, int nnorm, nb_tensor *weight, double eps);
-/** Inverted dropout: zero with probability p, scale kept values by 1/(1-p); identity when !training. */
+/**
+ * Inverted dropout (Srivastava et al. 2014; torch.nn.functional.dropout):
+ * x * bernoulli(1-p) / (1-p) with the mask drawn from this thread's
+ * generator.  Returns a new reference to x itself when !training, p == 0 or
+ * x is empty; x * 0 when p == 1.  Errors: NB_ERR_ARG for p outside [0, 1]
+ * (or NaN), NB_ERR_DTYPE for non-float x in training.
+ */
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training);
 
 /** How a loss reduces over the batch (torch's reduction=). */
@@ -501,17 +584,41 @@ typedef struct nb_cross_entropy_opts {
 } nb_cross_entropy_opts;
 #define NB_CROSS_ENTROPY_DEFAULTS ((nb_cross_entropy_opts){NB_REDUCE_MEAN, -100, 0.0})
 /**
- * Cross entropy of logits [N, C] (or [C]) against `target`: either class
- * indices [N] (integer dtype) or class probabilities [N, C] (float dtype), as
- * torch.nn.functional.cross_entropy.  Errors: NB_ERR_INDEX for a class index
- * outside [0, C) that is not ignore_index.
+ * Cross entropy of logits [N, C], [C] or [N, C, d1, …] (class axis 1, or 0
+ * for [C]) as torch.nn.functional.cross_entropy, with logp = log_softmax
+ * over the class axis and ls = label_smoothing:
+ *  - class indices: target [N, d1, …] ([] for [C] logits), any integer
+ *    dtype.  Per target (1-ls)·(-logp[t]) + (ls/C)·Σ_c(-logp[c]); 0 where
+ *    t == ignore_index.  Mean divides by the number of non-ignored targets
+ *    (NaN when all are ignored, as torch); none returns target's shape.
+ *  - class probabilities: target shaped like logits, float dtype.  Per
+ *    position -Σ_c logp[c]·(t[c](1-ls) + ls/C); mean divides by numel/C;
+ *    ignore_index does not apply.
+ * A target with the logits' shape is read as probabilities.  Result dtype:
+ * the logits'.  Errors: NB_ERR_INDEX naming a class index outside [0, C)
+ * that is not ignore_index; NB_ERR_SHAPE naming both shapes; NB_ERR_DTYPE
+ * (non-float logits or probabilities, float class indices); NB_ERR_ARG
+ * (label_smoothing outside [0, 1], bad reduction).
  */
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_opts opts);
-/** Negative log-likelihood of log-probabilities [N, C] at class indices [N] (torch nll_loss). */
+/**
+ * Negative log-likelihood (torch nll_loss): -logp[t] at class indices,
+ * shapes and ignore_index/mean handling as the class-index form of
+ * nb_cross_entropy (which is nll_loss(log_softmax(logits))).
+ */
 nb_tensor *nb_nll_loss(nb_tensor *logp, nb_tensor *target, nb_reduction reduction, int64_t ignore_index);
-/** Mean squared error (torch mse_loss). */
+/**
+ * Mean squared error (torch mse_loss): (input - target)², reduced.  Shapes
+ * broadcast (torch warns; nabla is silent).  Needs a float operand.
+ */
 nb_tensor *nb_mse_loss(nb_tensor *input, nb_tensor *target, nb_reduction reduction);
-/** Binary cross entropy on logits, computed stably as max(x,0) - x t + log(1 + exp(-|x|)). */
+/**
+ * Binary cross entropy on logits (torch binary_cross_entropy_with_logits,
+ * no weights): -[t log σ(x) + (1-t) log(1-σ(x))], computed stably as
+ * x - t·x + softplus(-x) (softplus linear beyond 20, or 40 in f64), so the
+ * gradient σ(x) - t is exact everywhere including x = 0.  target must have
+ * the logits' shape (NB_ERR_SHAPE); logits must be float.
+ */
 nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction reduction);
 
 /* ------------------------------------------------------------------------ */
@@ -571,15 +678,19 @@ nb_tensor *nb_detach(nb_tensor *t);
 /**
  * Reverse-mode pass from `root`.  seed: d(out)/d(root), shaped like root;
  * NULL is allowed only for one-element roots (seed 1).  Gradients accumulate
- * (+=) into every tracked leaf's grad.  With create_graph the pass is itself
- * recorded, so gradients can be differentiated again (A5).  Errors:
- * NB_ERR_STATE when root is not tracked; NB_ERR_SHAPE for a bad seed.
+ * (+=) into every tracked leaf's grad; a leaf's grad is a tensor of its own,
+ * never shared with the seed or another leaf's grad.  With create_graph the
+ * pass is itself recorded, so gradients can be differentiated again (A5);
+ * the grads then reference the graph, which references the leaves:
+ * nb_zero_grad breaks that cycle.  Errors: NB_ERR_STATE when root is not
+ * tracked; NB_ERR_SHAPE for a bad seed; NB_ERR_DEVICE for a seed on another
+ * device.
  */
 nb_status nb_backward(nb_tensor *root, nb_tensor *seed, bool create_graph);
 /**
  * Gradients of `root` with respect to `n` inputs (torch.autograd.grad), not
  * touching leaves' grad fields.  Writes n new references to grads_out (a
- * zeros tensor for an input root does not depend on).
+ * zeros tensor for an input root does not depend on); all NULL on failure.
  */
 nb_status nb_autograd_grad(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inputs, int n,
                            bool create_graph, nb_tensor **grads_out);
@@ -590,6 +701,386 @@ void nb_no_grad_begin(void);
 void nb_no_grad_end(void);
 /** True when ops on this thread record tape nodes. */
 bool nb_grad_enabled(void);
+
+/* ------------------------------------------------------------------------ */
+/* Files and data (N3, N4): safetensors, .npy, IDX datasets                 */
+/* ------------------------------------------------------------------------ */
+/* ---- IDX files (the MNIST family) and mini-batches ---------------------- */
+
+/**
+ * Read an IDX file (LeCun, Cortes & Burges, "THE IDX FILE FORMAT" on the
+ * MNIST page): two zero bytes, a type code, the rank r, r big-endian u32
+ * sizes, then the elements in row-major order, big-endian.  The file may be
+ * gzip-compressed (decompressed by zlib) or plain.  Type codes: 0x08 → u8,
+ * 0x09 → i8, 0x0C → i32, 0x0D → f32, 0x0E → f64; 0x0B (i16) has no nabla
+ * dtype.  Rank must be in [1, NB_MAX_DIMS].
+ *
+ * Returns a new contiguous CPU tensor of the stored shape and dtype (MNIST
+ * images: u8 [N, 28, 28], labels: u8 [N]).  Errors, each message naming the
+ * file: NB_ERR_NULL (path); NB_ERR_IO (cannot open or read); NB_ERR_FORMAT
+ * (bad magic or type code, rank outside [1, NB_MAX_DIMS], truncated data —
+ * the message gives the expected and the actual byte count —, trailing bytes,
+ * a corrupted gzip stream, or declared sizes larger than a gzip file of that
+ * size can decompress to); NB_ERR_OVERFLOW (the sizes' product overflows);
+ * NB_ERR_UNSUPPORTED (type 0x0B); NB_ERR_OOM.
+ */
+nb_tensor *nb_idx_load(const char *path);
+
+/** Where the Debian package dataset-fashion-mnist installs the data set. */
+#define NB_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
+/**
+ * Load the training (train = true: `train-images-idx3-ubyte[.gz]`,
+ * `train-labels-idx1-ubyte[.gz]`) or test split (`t10k-…`) of
+ * Fashion-MNIST (Xiao, Rasul & Vollgraf 2017) from `dir`; NULL means
+ * NB_FASHION_MNIST_DIR.  The gzip'd name is tried first, then the plain one.
+ * MNIST uses the same file names, so it loads from its own directory too.
+ *
+ * On success writes two new references (scoped like any result):
+ * *images: f32 [N, H*W] (784 columns for 28×28), pixel / 255 in [0, 1] as
+ * torchvision's ToTensor; flattened for an MLP — a CNN views it as
+ * [N, 1, 28, 28] with nb_reshape (no copy).  *labels: i64 [N].  On failure
+ * both are set to NULL.  Errors: NB_ERR_NULL (images or labels); NB_ERR_IO
+ * when a file is missing (the message names the path and says to install
+ * the Debian package dataset-fashion-mnist or pass the directory);
+ * NB_ERR_ARG (a directory name longer than 4000 bytes); the errors of
+ * nb_idx_load; NB_ERR_FORMAT when the images are not u8 [N, H, W]
+ * or the labels not u8 [N] with the same N.
+ */
+nb_status nb_fashion_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels);
+
+/**
+ * Rows perm[start : start+count] of x, gathered into a new contiguous
+ * tensor: x [N, ...] (any dtype, host device) and perm [M] (i64 or i32, e.g.
+ * nb_randperm(N)) give [k, ...] with k = min(count, M - start), on x's
+ * device, with x's dtype — PyTorch's x[perm[start:start+count]] for one
+ * mini-batch; a loop `for (s = 0; s < N; s += B)` covers an epoch with a
+ * short last batch.  Rows are copied with memcpy.  Not recorded by autograd
+ * (data loading); nb_index_select is the differentiable gather.  Errors:
+ * NB_ERR_NULL; NB_ERR_SHAPE (x rank 0, perm not 1-D); NB_ERR_DTYPE (perm not
+ * i64/i32); NB_ERR_ARG (start outside [0, M] or count < 0); NB_ERR_INDEX (an
+ * index outside [0, N) — negative indices are not wrapped); NB_ERR_DEVICE.
+ */
+nb_tensor *nb_take_rows(nb_tensor *x, nb_tensor *perm, int64_t start, int64_t count);
+
+/* ---- safetensors ---------------------------------------------------------
+ * Format (huggingface/safetensors): an 8-byte little-endian u64 N, N bytes of
+ * JSON header {"name": {"dtype": "F32", "shape": [...], "data_offsets":
+ * [begin, end]}, ..., optional "__metadata__": {string: string}}, then the
+ * data buffer (offsets relative to its start, little-endian, row-major; the
+ * tensors cover it exactly, without overlaps or holes).  Dtype names: F64
+ * F32 F16 BF16 I64 I32 I8 U8 BOOL. */
+
+/**
+ * Write n named tensors to `path` atomically: the file is written to a
+ * temporary file in the same directory, flushed with fsync, and renamed over
+ * `path`; after any failure an earlier file at `path` is intact and the
+ * temporary file is removed.  Tensors may be views (saved row-major) on any
+ * device; they are borrowed.  The header is padded with spaces to a multiple
+ * of 8 bytes and the data are laid out by decreasing element size, so every
+ * tensor is naturally aligned in the file (as the Python package does).
+ * Errors: NB_ERR_NULL (path, names, tensors or an entry NULL); NB_ERR_ARG
+ * (n < 0, a name empty, "__metadata__", not UTF-8, or repeated);
+ * NB_ERR_OVERFLOW; NB_ERR_IO (create, write, fsync or rename failed — the
+ * message names the file and the system error); NB_ERR_OOM.
+ */
+nb_status nb_safetensors_save(const char *path, const char *const *names, nb_tensor *const *tensors, int n);
+
+/** Opaque handle on a memory-mapped safetensors file (reference counted). */
+typedef struct nb_safetensors nb_safetensors;
+
+/**
+ * Open and memory-map `path` (private mapping: the file is never modified)
+ * and validate every header field before returning: the header length
+ * against the file size and the 100 MB limit of the reference
+ * implementation; the JSON (parsed by jansson; duplicate keys rejected); the
+ * top level is an object; every tensor name is non-empty; each entry is an
+ * object with a dtype string, a shape (array of at most NB_MAX_DIMS
+ * non-negative integers, product overflow-checked) and data_offsets (two
+ * integers, begin <= end <= data size, end - begin = numel × element size);
+ * the tensors cover the data buffer exactly with no overlap and no hole;
+ * __metadata__, when present, maps strings to strings.  Fields other than
+ * these three in an entry are ignored, as the reference implementation does.
+ * Spec dtypes nabla lacks (I16 U16 U32 U64 F8_E4M3 F8_E5M2 F8_E8M0) pass
+ * validation; nb_safetensors_get reports them.
+ *
+ * Returns a handle the caller closes with nb_safetensors_close (not tied to
+ * scopes).  Errors, each message naming the file and the field at fault:
+ * NB_ERR_NULL; NB_ERR_IO (cannot open/stat/map, not a regular file);
+ * NB_ERR_FORMAT (any check above); NB_ERR_OVERFLOW (shape product);
+ * NB_ERR_UNSUPPORTED (a dtype name outside the spec list, rank above
+ * NB_MAX_DIMS); NB_ERR_OOM.  Limitation of every mmap reader: if another
+ * process truncates the file while it is mapped, reading a tensor faults;
+ * nb_safetensors_save over an open file is safe (it renames, never truncates).
+ */
+nb_safetensors *nb_safetensors_open(const char *path);
+/** Number of tensors in the file (__metadata__ excluded); -1 with NB_ERR_NULL for NULL. */
+int nb_safetensors_count(const nb_safetensors *h);
+/**
+ * Name of tensor i, in data-offset order (the file's layout), borrowed from
+ * the handle and valid until it is closed.  NULL with NB_ERR_NULL or
+ * NB_ERR_INDEX (i outside [0, count)).
+ */
+const char *nb_safetensors_name(const nb_safetensors *h, int i);
+/**
+ * The tensor called `name`, as a new CPU tensor reference (scoped like any
+ * result) of the file's shape and dtype.  When its data are aligned to the
+ * element size (always, for files written by nabla or the Python package) the
+ * tensor BORROWS the mapped memory without copying: the mapping stays alive
+ * while any such tensor does, even after nb_safetensors_close; writes to it
+ * go to private copy-on-write pages, never to the file.  Otherwise the data
+ * are copied.  Errors: NB_ERR_NULL; NB_ERR_ARG (no tensor of that name);
+ * NB_ERR_UNSUPPORTED (a spec dtype nabla lacks, e.g. I16); NB_ERR_OOM.
+ */
+nb_tensor *nb_safetensors_get(nb_safetensors *h, const char *name);
+/** Drop the caller's handle; the mapping is unmapped when no borrowed tensor remains.  NULL is a no-op. */
+void nb_safetensors_close(nb_safetensors *h);
+
+/* ------------------------------------------------------------------------ */
+/* Convolution and pooling (O8).  Images are [N, C, H, W], or unbatched     */
+/* [C, H, W] (the result is then unbatched too).  Pairs are {height, width}.*/
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Geometry of a 2-D sliding window.  The output size along each axis is
+ * floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1
+ * (torch, ceil_mode=False); it must be >= 1.
+ */
+typedef struct nb_window2d {
+    int64_t kernel[2];   /**< window size, >= 1 */
+    int64_t stride[2];   /**< step between windows, >= 1 */
+    int64_t padding[2];  /**< implicit padding on both sides, >= 0 */
+    int64_t dilation[2]; /**< spacing between window taps, >= 1 */
+} nb_window2d;
+/** A kh x kw pooling window with torch's pooling defaults: stride = kernel, padding 0, dilation 1. */
+#define NB_POOL2D(kh, kw) ((nb_window2d){{(kh), (kw)}, {(kh), (kw)}, {0, 0}, {1, 1}})
+
+/** Convolution geometry (the kernel size comes from the weight's shape) and group count. */
+typedef struct nb_conv2d_opts {
+    int64_t stride[2];   /**< >= 1 (1, 1) */
+    int64_t padding[2];  /**< zero padding on both sides, >= 0 (0, 0) */
+    int64_t dilation[2]; /**< >= 1 (1, 1) */
+    int64_t groups;      /**< >= 1, divides both channel counts (1) */
+} nb_conv2d_opts;
+/** torch.nn.functional.conv2d's defaults. */
+#define NB_CONV2D_DEFAULTS ((nb_conv2d_opts){{1, 1}, {0, 0}, {1, 1}, 1})
+
+/**
+ * 2-D convolution (cross-correlation), torch.nn.functional.conv2d:
+ * x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] or NULL →
+ * [N, O, OH, OW] with
+ *   out[n,o,i,j] = bias[o] + Σ_{c,p,q} x[n, g C/groups + c, i sh - ph + p dh, j sw - pw + q dw] weight[o,c,p,q],
+ * g = o / (O/groups), x read as 0 outside its bounds.  Computed as unfold
+ * (im2col) then a batched matmul per group, so it is differentiable to any
+ * order.  x, weight, bias share one float dtype.  Errors: NB_ERR_SHAPE
+ * (ranks, channels not matching weight × groups, O not divisible by groups,
+ * bias not [O], empty output), NB_ERR_ARG (stride, dilation or groups < 1,
+ * padding < 0), NB_ERR_DTYPE.
+ */
+nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts);
+/**
+ * 1-D convolution, torch.nn.functional.conv1d: x [N, C, L] (or [C, L]),
+ * weight [O, C/groups, K], bias [O] or NULL → [N, O, OL]; nb_conv2d on a
+ * height-1 image.  Errors as nb_conv2d.
+ */
+nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, int64_t stride, int64_t padding,
+                     int64_t dilation, int64_t groups);
+/**
+ * im2col, torch.nn.functional.unfold: x [N, C, H, W] → [N, C·KH·KW, OH·OW]
+ * where row c·KH·KW + p·KW + q, column i·OW + j holds
+ * x[n, c, i sh - ph + p dh, j sw - pw + q dw] (0 outside x).  Float dtypes.
+ */
+nb_tensor *nb_unfold(nb_tensor *x, nb_window2d w);
+/**
+ * col2im, torch.nn.functional.fold — the adjoint of nb_unfold: cols
+ * [N, C·KH·KW, L] → [N, C, out_h, out_w], each column's taps added into the
+ * window they came from (overlaps sum; taps in the padding are dropped).
+ * L must be OH·OW for that output size (NB_ERR_SHAPE otherwise).
+ */
+nb_tensor *nb_fold(nb_tensor *cols, int64_t out_h, int64_t out_w, nb_window2d w);
+/**
+ * Max over each window, torch.nn.functional.max_pool2d (ceil_mode=False):
+ * x [N, C, H, W] → [N, C, OH, OW].  Padding never wins (it acts as -inf);
+ * NaN propagates; padding must be at most half the effective kernel
+ * (dilation (kernel - 1) + 1), as torch requires, and a window lying
+ * entirely in the padding (possible with dilation) is NB_ERR_ARG (torch
+ * reads out of bounds there).  The gradient goes to the first maximum of
+ * each window (torch's choice among ties).
+ */
+nb_tensor *nb_max_pool2d(nb_tensor *x, nb_window2d w);
+/**
+ * nb_max_pool2d that also writes *indices (a new reference; i64, shaped like
+ * the result): the flat position h·W + w of each window's maximum within its
+ * [H, W] plane (torch return_indices=True).  On error *indices is NULL.
+ */
+nb_tensor *nb_max_pool2d_with_indices(nb_tensor *x, nb_window2d w, nb_tensor **indices);
+/**
+ * Adjoint of max pooling, torch.nn.functional.max_unpool2d: zeros
+ * [N, C, out_h, out_w] with x [N, C, h, w] added at `indices` (i64, x's
+ * shape, flat positions in [0, out_h·out_w) as from
+ * nb_max_pool2d_with_indices).  Where indices repeat (overlapping windows)
+ * the values are summed; torch leaves that case unspecified.  Errors:
+ * NB_ERR_INDEX for a position out of range.
+ */
+nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, int64_t out_h, int64_t out_w);
+/**
+ * Mean over each window, torch.nn.functional.avg_pool2d (ceil_mode=False):
+ * the divisor is KH·KW when count_include_pad (torch's default), else the
+ * number of taps inside x.  Unlike torch, dilation other than 1 is allowed.
+ * Padding must be at most half the kernel, as torch requires.
+ */
+nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_window2d w, bool count_include_pad);
+
+/* ------------------------------------------------------------------------ */
+/* Layers, optimizers, schedules (N1, N2)                                   */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * A layer or a container of layers (torch.nn.Module).  Modules are plain
+ * objects, not tensors: scopes never own them; nb_module_free() frees one
+ * with its children and parameters.  Parameters are float32 leaves that
+ * require grad, live outside every scope, and are named like torch's
+ * state_dict keys: "weight", "bias", and "<child>.<name>" inside containers
+ * ("0.weight", "fc1.bias").  Constructors return NULL with NB_ERR_ARG for a
+ * non-positive size.  Initialization draws from this thread's generator
+ * (nb_manual_seed), so a seed fixes the weights.
+ */
+typedef struct nb_module nb_module;
+
+/**
+ * y = x weightᵀ + bias (torch.nn.Linear): weight [out, in], bias [out].  Both
+ * initialized U(-1/√in, 1/√in) — torch's kaiming_uniform_(a=√5) and bias rule.
+ */
+nb_module *nb_nn_linear(int64_t in_features, int64_t out_features, bool bias);
+/**
+ * torch.nn.Conv2d: weight [out, in/groups, kh, kw], bias [out]; both
+ * U(-1/√fan_in, 1/√fan_in) with fan_in = in/groups·kh·kw (torch defaults).
+ * NB_ERR_ARG when groups does not divide both channel counts.
+ */
+nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kh, int64_t kw, nb_conv2d_opts opts,
+                        bool bias);
+/** torch.nn.Embedding: weight [num, dim] ~ N(0, 1); forward takes integer indices [...] → [..., dim]. */
+nb_module *nb_nn_embedding(int64_t num, int64_t dim);
+/** torch.nn.LayerNorm over the trailing `shape` (ndim axes): weight 1 and bias 0 of that shape when affine. */
+nb_module *nb_nn_layer_norm(const int64_t *shape, int ndim, double eps, bool affine);
+/** torch.nn.Dropout(p): active in training mode (the default), identity in eval mode. NB_ERR_ARG unless 0 <= p < 1. */
+nb_module *nb_nn_dropout(double p);
+/** torch.nn.ReLU. */
+nb_module *nb_nn_relu(void);
+/** torch.nn.Flatten(start, end): merges axes start..end (torch defaults 1, -1). */
+nb_module *nb_nn_flatten(int start, int end);
+/** torch.nn.MaxPool2d with window w. */
+nb_module *nb_nn_max_pool2d(nb_window2d w);
+/** torch.nn.Sequential: an empty container that applies its children in order. */
+nb_module *nb_nn_sequential(void);
+/**
+ * Append `child` to container `seq`, which takes ownership of it (also on
+ * failure: child is then freed, unless it already belongs to a container).
+ * `name` is copied; NULL names it by its position ("0", "1", …) as torch
+ * does.  Errors: NB_ERR_ARG when seq is not a Sequential, the name is empty,
+ * contains '.', or is taken, or child already belongs to a container;
+ * NB_ERR_NULL.
+ */
+nb_status nb_sequential_add(nb_module *seq, const char *name, nb_module *child);
+/** Apply m to x (a new reference).  Errors are those of the ops inside, prefixed by nothing. */
+nb_tensor *nb_module_forward(nb_module *m, nb_tensor *x);
+/** Switch m and its children to training (true) or evaluation mode (torch .train()/.eval()). */
+void nb_module_train(nb_module *m, bool training);
+/** Number of parameters in m and its children (depth-first, registration order); -1 for NULL. */
+int nb_module_param_count(nb_module *m);
+/** Dotted name of parameter i; borrowed, valid until m's tree changes or is freed; NULL out of range. */
+const char *nb_module_param_name(nb_module *m, int i);
+/** Parameter i: a new reference to the live tensor (not a copy); NB_ERR_INDEX out of range. */
+nb_tensor *nb_module_param(nb_module *m, int i);
+/** Parameter by dotted name; NB_ERR_ARG naming it when there is none. */
+nb_tensor *nb_module_param_named(nb_module *m, const char *name);
+/** Write new references to up to `max` parameters into out; returns the count of all parameters, -1 on error. */
+int nb_module_params(nb_module *m, nb_tensor **out, int max);
+/** Free m, its children and its parameters' references.  NULL is a no-op; a module inside a container is left alone (NB_ERR_STATE). */
+void nb_module_free(nb_module *m);
+
+/**
+ * A first-order optimizer over a fixed list of parameters (retained until
+ * nb_optim_free).  nb_optim_step() updates each parameter that has a
+ * gradient, in place and without recording (torch skips p.grad None too);
+ * the update is computed per element in double precision (torch computes
+ * in the parameter's dtype) in one pass over each parameter, split across
+ * the CPU threads.  Parameters must be contiguous float32 / float64 tensors
+ * in host memory (NB_ERR_DTYPE / NB_ERR_DEVICE otherwise).
+ */
+typedef struct nb_optimizer nb_optimizer;
+
+/** torch.optim.SGD options. */
+typedef struct nb_sgd_opts {
+    double lr;           /**< learning rate, >= 0 */
+    double momentum;     /**< >= 0 (0) */
+    double dampening;    /**< (0) */
+    double weight_decay; /**< L2 penalty added to the gradient, >= 0 (0) */
+    bool nesterov;       /**< needs momentum > 0 and dampening 0 (false) */
+} nb_sgd_opts;
+#define NB_SGD_DEFAULTS(lr_) ((nb_sgd_opts){(lr_), 0, 0, 0, false})
+/** torch.optim.Adam / AdamW options. */
+typedef struct nb_adam_opts {
+    double lr, beta1, beta2, eps; /**< lr >= 0, betas in [0, 1), eps >= 0 */
+    double weight_decay;          /**< Adam: L2 added to the gradient; AdamW: decoupled decay */
+} nb_adam_opts;
+#define NB_ADAM_DEFAULTS ((nb_adam_opts){1e-3, 0.9, 0.999, 1e-8, 0})
+#define NB_ADAMW_DEFAULTS ((nb_adam_opts){1e-3, 0.9, 0.999, 1e-8, 1e-2})
+
+/**
+ * SGD with momentum, dampening, Nesterov and weight decay, as torch.optim.SGD:
+ *   g = grad + wd p;  b = g (first step) or μ b + (1 - dampening) g;
+ *   g = nesterov ? g + μ b : b (when μ ≠ 0);  p -= lr g.
+ * Errors: NB_ERR_ARG for invalid options (message names the value), NB_ERR_NULL.
+ */
+nb_optimizer *nb_optim_sgd(nb_tensor *const *params, int n, nb_sgd_opts opts);
+/**
+ * Adam (Kingma & Ba 2015) as torch.optim.Adam, L2 weight decay folded into g:
+ *   m = β1 m + (1-β1) g;  v = β2 v + (1-β2) g²;
+ *   p -= lr/(1-β1ᵗ) · m / (√v/√(1-β2ᵗ) + eps).
+ */
+nb_optimizer *nb_optim_adam(nb_tensor *const *params, int n, nb_adam_opts opts);
+/** AdamW (Loshchilov & Hutter 2019) as torch.optim.AdamW: p *= 1 - lr wd first, then the Adam step without L2. */
+nb_optimizer *nb_optim_adamw(nb_tensor *const *params, int n, nb_adam_opts opts);
+/** One update of every parameter that has a gradient.  Errors: NB_ERR_SHAPE/DTYPE for a gradient unlike its parameter. */
+nb_status nb_optim_step(nb_optimizer *opt);
+/** Drop every parameter's gradient (torch zero_grad(set_to_none=True)). */
+void nb_optim_zero_grad(nb_optimizer *opt);
+/** Current learning rate. */
+double nb_optim_lr(const nb_optimizer *opt);
+/** Set the learning rate used by the next steps (what a scheduler does). */
+void nb_optim_set_lr(nb_optimizer *opt, double lr);
+/** Free the optimizer and its state; releases its parameter references.  NULL is a no-op. */
+void nb_optim_free(nb_optimizer *opt);
+
+/*
+ * Learning-rate schedules as closed forms of the step (or epoch) counter t >= 0.
+ * Invalid arguments give NAN with NB_ERR_ARG set.
+ */
+/** torch StepLR: base_lr · gamma^floor(t / step_size), step_size >= 1. */
+double nb_lr_step(double base_lr, int64_t t, int64_t step_size, double gamma);
+/**
+ * Cosine annealing (Loshchilov & Hutter 2017, SGDR without restarts; the
+ * closed form in torch CosineAnnealingLR's documentation):
+ * eta_min + (base_lr - eta_min)(1 + cos(π t / t_max)) / 2, t_max >= 1; t
+ * past t_max continues the cosine, as torch does.
+ */
+double nb_lr_cosine(double base_lr, int64_t t, int64_t t_max, double eta_min);
+/**
+ * Linear warm-up, torch LinearLR(start_factor, end_factor=1, total_iters=warmup):
+ * base_lr · (start + (1 - start) · min(t, warmup) / warmup); start in (0, 1], warmup >= 1.
+ */
+double nb_lr_warmup(double base_lr, int64_t t, int64_t warmup, double start_factor);
+
+/**
+ * Scale gradients in place so that their global norm is at most max_norm,
+ * torch.nn.utils.clip_grad_norm_: total = ‖(‖g_1‖, …, ‖g_n‖)‖ with the
+ * p-norm `norm_type` (> 0, INFINITY for max |g|); each gradient is multiplied
+ * by min(1, max_norm / (total + 1e-6)).  Parameters without a gradient are
+ * skipped.  *total_norm (may be NULL) receives the norm before clipping.
+ * Errors: NB_ERR_ARG (max_norm < 0, norm_type <= 0), NB_ERR_NULL.
+ */
+nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, double norm_type,
+                             double *total_norm);
 
 /* ------------------------------------------------------------------------ */
 /* Op table introspection (used by tests and tools)                         */

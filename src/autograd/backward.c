@@ -65,6 +65,23 @@ static nb_tensor *accumulate(nb_tensor *acc, nb_tensor *g) {
     return s;
 }
 
+/* g (owned) as a tensor nobody else holds: a VJP may hand one gradient to
+ * several inputs, or pass the caller's seed through, and a leaf's grad must
+ * not change when another grad or the seed is updated in place. */
+static nb_tensor *exclusive(nb_tensor *g) {
+    bool alone = atomic_load(&g->refs) == 1 && atomic_load(&g->storage->refs) == (g->node ? 2 : 1);
+    if (alone) return g;
+    nb_tensor *c = nb__scope_take(nb_clone(g));
+    nb_release(g);
+    return c;
+}
+
+/* leaf.grad += g (consumes g). */
+static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g) {
+    leaf->grad = leaf->grad ? accumulate(leaf->grad, g) : exclusive(g);
+    return leaf->grad ? NB_OK : nb_last_status();
+}
+
 /* Make g match input x: sum broadcast axes, cast dtype. Consumes g. */
 static nb_tensor *conform(nb_tensor *g, const nb_tensor *x) {
     if (!g) return NULL;
@@ -92,6 +109,8 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
         if (!nb__same_shape(seed, root))
             return nb__error_set(NB_ERR_SHAPE, "%s: seed shape %s differs from root shape %s", op,
                                  NB_SHAPE_STR(seed), NB_SHAPE_STR(root));
+        if (!nb__same_device(seed->storage->device, root->storage->device))
+            return nb__error_set(NB_ERR_DEVICE, "%s: seed and root are on different devices", op);
         g0 = nb_retain(seed);
     } else {
         if (nb__numel(root) != 1)
@@ -107,7 +126,7 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
     if (!root->node) { /* the root is itself a leaf */
         for (int i = 0; i < n_inputs; i++)
             if (inputs[i] == root) grads_out[i] = nb_retain(g0);
-        if (!inputs) root->grad = accumulate(root->grad, nb_retain(g0));
+        if (!inputs) st = accumulate_leaf(root, nb_retain(g0));
         nb_release(g0);
         goto done;
     }
@@ -143,8 +162,10 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
             st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
             break;
         }
+        bool clean = nb_last_status() == NB_OK; /* to tell a failing rule from an absent gradient */
         nb_scope_begin();
         st = vjp(n, g, gin);
+        if (st == NB_OK && clean && nb_last_status() != NB_OK) st = nb_last_status();
         for (int i = 0; i < n->n_in; i++) gin[i] = nb__scope_take(gin[i]);
         nb_scope_end();
         nb_release(g);
@@ -162,17 +183,12 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
                     int64_t s = x->node->slot;
                     grads[s] = accumulate(grads[s], gi);
                     if (!grads[s]) st = nb_last_status();
-                } else if (inputs) {
-                    bool used = false;
+                } else if (inputs) { /* leaves not asked for are skipped */
                     for (int j = 0; j < n_inputs; j++)
-                        if (inputs[j] == x) {
-                            grads_out[j] = accumulate(grads_out[j], nb_retain(gi));
-                            used = true;
-                        }
-                    (void)used;
+                        if (inputs[j] == x) grads_out[j] = accumulate(grads_out[j], nb_retain(gi));
                     nb_release(gi);
                 } else {
-                    x->grad = accumulate(x->grad, gi);
+                    st = accumulate_leaf(x, gi);
                 }
             }
         for (int i = 0; i < n->n_in; i++) nb_release(gin[i]);
@@ -205,8 +221,10 @@ nb_status nb_backward(nb_tensor *root, nb_tensor *seed, bool create_graph) {
 
 nb_status nb_autograd_grad(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inputs, int n,
                            bool create_graph, nb_tensor **grads_out) {
-    if (n < 0 || (n > 0 && (!inputs || !grads_out)))
+    if (n < 0) return nb__error_set(NB_ERR_ARG, "autograd_grad: %d inputs", n);
+    if (n > 0 && (!inputs || !grads_out))
         return nb__error_set(NB_ERR_NULL, "autograd_grad: inputs or grads_out is NULL");
+    for (int i = 0; i < n; i++) grads_out[i] = NULL;
     for (int i = 0; i < n; i++) {
         if (!inputs[i]) return nb__error(NB_ERR_NULL, "autograd_grad: input %d is NULL", i);
         if (!inputs[i]->requires_grad)

@@ -80,27 +80,34 @@ RULE(div) {
     gin[1] = nb_neg(nb_div(nb_mul(g, A), nb_square(B)));
     return NB_OK;
 }
+/* torch's pow_backward: d/da = b a^(b-1), taken as 0 where b == 0 (even at a == 0);
+ * d/db = a^b log a, taken as 0 where a == 0 and b >= 0. */
 RULE(pow) {
-    /* d/da = b a^(b-1); d/db = a^b log a, taken as 0 where a == 0 (as torch) */
-    gin[0] = nb_mul(g, nb_mul(B, nb_pow(A, nb_sub(B, 1.0))));
+    nb_tensor *zero = nb_zeros_like(g);
+    gin[0] = nb_mul(g, nb_where(nb_eq(B, 0.0), zero, nb_mul(B, nb_pow(A, nb_sub(B, 1.0)))));
     if (nb__tracked(B)) {
-        nb_tensor *zero = nb_zeros_like(A);
-        nb_tensor *safe = nb_where(nb_eq(A, 0.0), nb_ones_like(A), A);
-        gin[1] = nb_mul(g, nb_where(nb_eq(A, 0.0), zero, nb_mul(nb_pow(A, B), nb_log(safe))));
+        nb_tensor *at0 = nb_logical_and(nb_eq(A, 0.0), nb_ge(B, 0.0));
+        nb_tensor *safe = nb_where(at0, nb_ones_like(A), A);
+        gin[1] = nb_mul(g, nb_where(at0, zero, nb_mul(nb_pow(A, B), nb_log(safe))));
     }
     return NB_OK;
 }
-/* maximum/minimum: the gradient goes to the larger (smaller) input; ties split it evenly. */
+/* maximum/minimum (torch's max/min backward): the gradient goes to the input that wins,
+ * is split evenly on ties, and reaches both where either is NaN.  `loses(self, other)` is
+ * lt for maximum, gt for minimum. */
+static nb_tensor *winner_share(nb_tensor *g, nb_tensor *self, nb_tensor *other,
+                               nb_tensor *(*loses)(nb_tensor *, nb_tensor *)) {
+    nb_tensor *w = nb_cast(nb_logical_not(loses(self, other)), g->dtype);
+    return nb_mul(g, nb_where(nb_eq(self, other), nb_full_like(w, 0.5), w));
+}
 RULE(maximum) {
-    nb_tensor *w = nb_add(nb_cast(nb_gt(A, B), g->dtype), nb_mul(nb_cast(nb_eq(A, B), g->dtype), 0.5));
-    gin[0] = nb_mul(g, w);
-    gin[1] = nb_mul(g, nb_sub(nb_ones_like(w), w));
+    gin[0] = winner_share(g, A, B, nb_lt_t);
+    gin[1] = winner_share(g, B, A, nb_lt_t);
     return NB_OK;
 }
 RULE(minimum) {
-    nb_tensor *w = nb_add(nb_cast(nb_lt(A, B), g->dtype), nb_mul(nb_cast(nb_eq(A, B), g->dtype), 0.5));
-    gin[0] = nb_mul(g, w);
-    gin[1] = nb_mul(g, nb_sub(nb_ones_like(w), w));
+    gin[0] = winner_share(g, A, B, nb_gt_t);
+    gin[1] = winner_share(g, B, A, nb_gt_t);
     return NB_OK;
 }
 RULE(atan2) {

@@ -16,9 +16,20 @@ RULE(gather) {
     return NB_OK;
 }
 
+/* t zero-padded at the high end of every axis up to the shape of `like` (same rank). */
+static nb_tensor *pad_to(nb_tensor *t, const nb_tensor *like) {
+    if (!t || nb__same_shape(t, like)) return t;
+    int64_t pads[2 * NB_MAX_DIMS] = {0};
+    int nd = nb_ndim(t);
+    for (int k = 0; k < nd; k++) pads[2 * k + 1] = like->shape[nd - 1 - k] - nb_shape(t)[nd - 1 - k];
+    return nb_pad(t, pads, 2 * nd, NB_PAD_CONSTANT, 0);
+}
+
+/* src may extend beyond index (only index's extent is scattered): the rest of its gradient is 0. */
 RULE(scatter_add) {
+    nb_tensor *src = n->in[2];
     gin[0] = nb__own(nb_retain(g));
-    if (nb__tracked(n->in[2])) gin[2] = nb_gather(g, n->attrs.axes[0], n->in[1]);
+    if (nb__tracked(src)) gin[2] = pad_to(nb_gather(g, n->attrs.axes[0], n->in[1]), src);
     return NB_OK;
 }
 

@@ -18,13 +18,58 @@ static nb_tensor *recompute(const nb_node *n, nb_tensor *(*f)(nb_tensor *, const
 
 RULE(sum) { gin[0] = unreduce(n, g); return NB_OK; }
 
-/* d prod / d x_i = prod / x_i (inputs containing zeros get NaN/inf there; see the closing note). */
-RULE(prod) { gin[0] = nb_div(nb_mul(unreduce(n, g), recompute(n, nb_prod)), X); return NB_OK; }
+/* Exclusive cumulative product along axis a: [1, x0, x0 x1, ...] (pad one 1 in front, drop the last). */
+static nb_tensor *excl_cumprod(nb_tensor *x, int a) {
+    int64_t pads[2 * NB_MAX_DIMS] = {0};
+    int k = nb_ndim(x) - 1 - a;
+    pads[2 * k] = 1;
+    pads[2 * k + 1] = -1;
+    return nb_cumprod(nb_pad(x, pads, 2 * k + 2, NB_PAD_CONSTANT, 1.0), a);
+}
 
-/* amax/amin: the gradient is shared evenly among the elements equal to the extreme. */
+/* prod_{j != i} x_j along the last axis, by exclusive products from both ends (no division, so zeros are exact). */
+static nb_tensor *others_product(nb_tensor *x) {
+    int a = nb_ndim(x) - 1;
+    nb_tensor *right = nb_flip(excl_cumprod(nb_flip(x, &a, 1), a), &a, 1);
+    return nb_mul(excl_cumprod(x, a), right);
+}
+
+/* d prod / d x_i = product of the other reduced elements (as torch: exact with zeros, no prod / x_i).
+ * The reduced axes are moved last and merged into one axis to form the products. */
+RULE(prod) {
+    int nd = X->ndim, perm[NB_MAX_DIMS], inv[NB_MAX_DIMS], kept = 0;
+    int64_t merged[NB_MAX_DIMS + 1], count = 1;
+    bool reduced[NB_MAX_DIMS] = {false};
+    for (int i = 0; i < n->attrs.naxes; i++) reduced[n->attrs.axes[i]] = true;
+    for (int d = 0; d < nd; d++)
+        if (!reduced[d]) {
+            merged[kept] = X->shape[d];
+            perm[kept++] = d;
+        }
+    for (int d = 0, k = kept; d < nd; d++)
+        if (reduced[d]) {
+            count *= X->shape[d];
+            perm[k++] = d;
+        }
+    for (int d = 0; d < nd; d++) inv[perm[d]] = d;
+    merged[kept] = count;
+    if (count == 0) { /* an empty reduction: x, and so its gradient, has no elements */
+        gin[0] = nb_zeros_like(X);
+        return NB_OK;
+    }
+    nb_tensor *xt = nb_permute(X, perm, nd);
+    nb_tensor *others = nb_reshape(others_product(nb_reshape(xt, merged, kept + 1)), nb_shape(xt), nd);
+    gin[0] = nb_mul(unreduce(n, g), nb_permute(others, inv, nd));
+    return NB_OK;
+}
+
+/* amax/amin: the gradient is shared evenly among the elements equal to the extreme
+ * (a NaN extreme: among the NaNs), as torch's evenly_distribute_backward. */
 static nb_status extreme(const nb_node *n, nb_tensor *g, nb_tensor **gin,
                          nb_tensor *(*f)(nb_tensor *, const int *, int, bool)) {
-    nb_tensor *m = nb_cast(nb_eq(X, nb_detach(recompute(n, f))), g->dtype);
+    nb_tensor *v = nb_detach(recompute(n, f));
+    nb_tensor *both_nan = nb_logical_and(nb_ne(X, X), nb_ne(v, v));
+    nb_tensor *m = nb_cast(nb_logical_or(nb_eq(X, v), both_nan), g->dtype);
     nb_tensor *cnt = nb_sum(m, n->attrs.axes, n->attrs.naxes, true);
     gin[0] = nb_div(nb_mul(unreduce(n, g), m), cnt);
     return NB_OK;
@@ -36,8 +81,24 @@ static nb_tensor *reverse_cumsum(nb_tensor *t, int axis) {
     return nb_flip(nb_cumsum(nb_flip(t, &axis, 1), axis), &axis, 1);
 }
 RULE(cumsum) { gin[0] = reverse_cumsum(g, n->attrs.axes[0]); return NB_OK; }
+/*
+ * d/dx_j of sum_i g_i prod_{k<=i} x_k, exact with zeros (as torch's
+ * cumprod_backward).  Let z be the first zero along the axis.  Before z no
+ * factor vanishes: sum_{i>=j} g_i out_i / x_j, keeping i < z.  At z:
+ * prod_{k<z} x_k * sum_{i>=z} g_i prod_{z<k<=i} x_k.  After z: 0, since every
+ * product that contains x_j also contains x_z.
+ */
 RULE(cumprod) {
     int a = n->attrs.axes[0];
-    gin[0] = nb_div(reverse_cumsum(nb_mul(g, nb_cumprod(X, a)), a), X);
+    nb_tensor *zero = nb_eq(X, 0.0), *seen = nb_cumsum(zero, a); /* zeros up to and including each position */
+    nb_tensor *before = nb_eq(seen, 0), *first = nb_logical_and(zero, nb_eq(seen, 1));
+    nb_tensor *upto = nb_eq(nb_sub(seen, nb_cast(zero, NB_I64)), 0); /* at or before the first zero */
+    nb_tensor *zeros = nb_zeros_like(g), *ones = nb_ones_like(X);
+    nb_tensor *safe = nb_where(before, X, ones);
+    nb_tensor *head = nb_where(before, nb_mul(g, nb_cumprod(safe, a)), zeros);
+    nb_tensor *ga = nb_where(before, nb_div(reverse_cumsum(head, a), safe), zeros);
+    nb_tensor *tail = nb_where(before, zeros, nb_mul(g, nb_cumprod(nb_where(upto, ones, X), a)));
+    nb_tensor *gb = nb_where(first, nb_mul(excl_cumprod(safe, a), reverse_cumsum(tail, a)), zeros);
+    gin[0] = nb_add(ga, gb);
     return NB_OK;
 }

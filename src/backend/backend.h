@@ -40,7 +40,23 @@ struct nb_backend {
     nb_status (*gather)(nb_tensor *out, const nb_tensor *x, int axis, const nb_tensor *index);
     /** out[i.. with axis replaced by index[i..]] += src[i..]; index (i64) shaped like src. */
     nb_status (*scatter_add)(nb_tensor *out, int axis, const nb_tensor *index, const nb_tensor *src);
+    /** Sliding 2-D windows (src/ops/conv.c); x and out contiguous, one float dtype; geometry w
+     *  valid, output sizes OH/OW from nb__window_out:
+     *   UNFOLD:       out [N, C*KH*KW, OH*OW] = im2col of x [N, C, H, W] (zero padding);
+     *   FOLD:         out [N, C, H, W] = col2im of x [N, C*KH*KW, OH*OW] (overwrites out);
+     *   MAX_POOL2D:   out [N, C, OH, OW] = window maxima of x [N, C, H, W]; idx (i64, out's
+     *                 shape, written; NULL when not wanted) = flat h*W + w of the first maximum
+     *                 (a NaN wins);
+     *   MAX_UNPOOL2D: out [N, C, H, W] = zeros plus x [N, C, h, w] added at idx (i64, x's
+     *                 shape, read, validated in [0, H*W)); w unused. */
+    nb_status (*window)(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w);
 };
+
+/** Output length of a window along one axis: floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1. */
+static inline int64_t nb__window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {
+    int64_t span = in + 2 * pad - dil * (k - 1) - 1;
+    return span < 0 ? 0 : span / stride + 1;
+}
 
 extern const nb_backend nb__cpu_backend;
 extern const nb_backend nb__ref_backend;

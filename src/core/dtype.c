@@ -25,6 +25,7 @@ bool nb_dtype_is_float(nb_dtype dt) {
 static int category(nb_dtype d) { return d == NB_BOOL ? 0 : nb_dtype_is_float(d) ? 2 : 1; }
 
 nb_dtype nb_promote_types(nb_dtype a, nb_dtype b) {
+    if (!valid(a) || !valid(b)) return NB_DTYPE_COUNT;
     if (a == b) return a;
     int ca = category(a), cb = category(b);
     if (ca != cb) return ca > cb ? a : b;
@@ -104,10 +105,10 @@ double nb__load(const void *p, nb_dtype dt) {
 /* Float → integer conversion that is defined for every input: truncation
  * toward zero, NaN → 0, saturation at the type's range (C leaves these
  * undefined; PyTorch's result there is platform-specific). */
-static int64_t to_i64(double v, double lo, double hi) {
+static int64_t to_i64(double v, int64_t lo, int64_t hi) {
     if (v != v) return 0;
-    if (v <= lo) return (int64_t)lo;
-    if (v >= hi) return (int64_t)hi;
+    if (v <= (double)lo) return lo;
+    if (v >= (double)hi) return hi; /* (double)INT64_MAX is 2^63: anything below converts */
     return (int64_t)v;
 }
 
@@ -117,10 +118,10 @@ void nb__store(void *p, nb_dtype dt, double v) {
     case NB_F64: *(double *)p = v; break;
     case NB_F16: *(uint16_t *)p = nb__f32_to_f16((float)v); break;
     case NB_BF16: *(uint16_t *)p = nb__f32_to_bf16((float)v); break;
-    case NB_I8: *(int8_t *)p = (int8_t)to_i64(v, -128, 127); break;
-    case NB_I32: *(int32_t *)p = (int32_t)to_i64(v, -2147483648.0, 2147483647.0); break;
-    case NB_I64: *(int64_t *)p = to_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
-    case NB_U8: *(uint8_t *)p = (uint8_t)to_i64(v, 0, 255); break;
+    case NB_I8: *(int8_t *)p = (int8_t)to_i64(v, INT8_MIN, INT8_MAX); break;
+    case NB_I32: *(int32_t *)p = (int32_t)to_i64(v, INT32_MIN, INT32_MAX); break;
+    case NB_I64: *(int64_t *)p = to_i64(v, INT64_MIN, INT64_MAX); break;
+    case NB_U8: *(uint8_t *)p = (uint8_t)to_i64(v, 0, UINT8_MAX); break;
     case NB_BOOL: *(uint8_t *)p = (v != 0); break;
     default: NB_ASSERT(0 && "bad dtype");
     }

@@ -46,7 +46,8 @@ typedef struct nb_storage {
     void *data;
     size_t nbytes;
     nb_device device;
-    bool owned;                             /* data from nb__alloc, freed with the storage */
+    bool owned;                             /* data allocated for it, freed with the storage
+                                               (false for borrowed and inline small data) */
     void (*release)(void *ctx, void *data); /* borrowed memory: called when the last ref goes */
     void *ctx;
     void *release_ptr;                      /* pointer handed to release (the caller's) */
@@ -58,6 +59,18 @@ void nb__storage_release(nb_storage *s);
 /** 64-byte aligned host allocation; NULL (with NB_ERR_OOM set) on failure. */
 void *nb__alloc(size_t nbytes);
 void nb__free(void *p);
+/* NB_ASAN: building under AddressSanitizer (allocation shortcuts that would
+ * hide overflows or use-after-free from it are switched off). */
+#if defined(__SANITIZE_ADDRESS__)
+#define NB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NB_ASAN 1
+#endif
+#endif
+/** Storage buffers of several MiB (bufcache.c): huge-page backed, recently freed ones reused. */
+void *nb__large_alloc(size_t nbytes);
+void nb__large_free(void *p, size_t nbytes);
 
 /* ---- tensors (src/core/tensor.c) --------------------------------------- */
 
@@ -82,12 +95,22 @@ nb_tensor *nb__tensor_view_of(nb_storage *s, const int64_t *shape, const int64_t
                               int ndim, int64_t offset, nb_dtype dt);
 /** New contiguous tensor with fresh storage on dev (uninitialized). Not scoped. */
 nb_tensor *nb__tensor_new(const int64_t *shape, int ndim, nb_dtype dt, nb_device dev);
-/** Remove t from the innermost scope (if owned there) and hand the reference to the caller. */
+/** nb__tensor_new for a public constructor: errors (bad shape/dtype, overflow) name `op`. */
+nb_tensor *nb__tensor_new_op(const char *op, const int64_t *shape, int ndim, nb_dtype dt, nb_device dev);
+/**
+ * Turn a public op's result into an unscoped reference the caller owns:
+ * remove t from the innermost scope; with no scope open, t already is the
+ * caller's and is returned as is.  A t the innermost scope does not own (a
+ * composite returning one of its inputs) gets a new reference.
+ */
 nb_tensor *nb__scope_take(nb_tensor *t);
 /** Register a new reference with the innermost scope, if any; returns t. */
 nb_tensor *nb__own(nb_tensor *t);
 /** Row-major strides for shape. */
 void nb__contiguous_strides(const int64_t *shape, int ndim, int64_t *stride);
+/** Lowest / highest element offset, relative to element [0,…], that a non-empty
+ *  strided layout reaches; false (no error set) when they overflow int64. */
+bool nb__strided_extent(const int64_t *shape, const int64_t *stride, int ndim, int64_t *lo, int64_t *hi);
 /** Overflow-checked element count; -1 with NB_ERR_OVERFLOW/NB_ERR_ARG set on failure. */
 int64_t nb__numel_checked(const char *op, const int64_t *shape, int ndim);
 static inline int64_t nb__numel(const nb_tensor *t) {

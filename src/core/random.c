@@ -49,7 +49,7 @@ static nb_tensor *random_fill(const char *op, const int64_t *shape, int ndim, nb
         nb__error(NB_ERR_DTYPE, "%s: expected a float dtype, got %s", op, nb_dtype_name(dt));
         return NULL;
     }
-    nb_tensor *t = nb__tensor_new(shape, ndim, dt, NB_CPU);
+    nb_tensor *t = nb__tensor_new_op(op, shape, ndim, dt, NB_CPU);
     if (!t) return NULL;
     int64_t n = nb__numel(t);
     size_t es = nb_dtype_size(dt);
@@ -114,7 +114,7 @@ nb_tensor *nb_randperm(int64_t n) {
         nb__error(NB_ERR_ARG, "randperm: n = %lld is negative", (long long)n);
         return NULL;
     }
-    nb_tensor *t = nb__tensor_new(&n, 1, NB_I64, NB_CPU);
+    nb_tensor *t = nb__tensor_new_op("randperm", &n, 1, NB_I64, NB_CPU);
     if (!t) return NULL;
     int64_t *v = (int64_t *)nb__ptr(t);
     for (int64_t i = 0; i < n; i++) v[i] = i;

@@ -3,6 +3,18 @@
 
 #include <stdlib.h>
 
+/* Buffers of at most NB_INLINE_MAX bytes share one malloc block with their
+ * record (data 64-byte aligned inside it): one allocation for a small
+ * tensor's storage instead of two, and no aligned_alloc (not under ASan,
+ * where the alignment slack would hide small overflows).  Buffers of
+ * NB_LARGE_MIN bytes and more come from bufcache.c (huge pages, reuse). */
+#ifdef NB_ASAN
+#define NB_INLINE_MAX ((size_t)0)
+#else
+#define NB_INLINE_MAX ((size_t)256)
+#endif
+#define NB_LARGE_MIN ((size_t)4 << 20)
+
 void *nb__alloc(size_t nbytes) {
     size_t n = (nbytes + 63) & ~(size_t)63;
     if (n < nbytes) {
@@ -21,12 +33,14 @@ nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
         nb__error(NB_ERR_DEVICE, "storage: device type %d has no host allocator", (int)dev.type);
         return NULL;
     }
-    nb_storage *s = malloc(sizeof *s);
+    bool inl = nbytes <= NB_INLINE_MAX;
+    nb_storage *s = malloc(inl ? sizeof *s + 63 + nbytes : sizeof *s);
     if (!s) {
         nb__error(NB_ERR_OOM, "storage: out of memory");
         return NULL;
     }
-    s->data = nb__alloc(nbytes);
+    if (inl) s->data = (void *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
+    else s->data = nbytes >= NB_LARGE_MIN ? nb__large_alloc(nbytes) : nb__alloc(nbytes);
     if (!s->data) {
         free(s);
         return NULL;
@@ -34,7 +48,7 @@ nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
     atomic_init(&s->refs, 1);
     s->nbytes = nbytes;
     s->device = dev;
-    s->owned = true;
+    s->owned = !inl; /* inline data goes with the record */
     s->release = NULL;
     s->ctx = NULL;
     return s;
@@ -42,7 +56,8 @@ nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
 
 void nb__storage_release(nb_storage *s) {
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
-    if (s->owned) nb__free(s->data);
+    if (s->owned && s->nbytes >= NB_LARGE_MIN) nb__large_free(s->data, s->nbytes);
+    else if (s->owned) nb__free(s->data);
     else if (s->release) s->release(s->ctx, s->release_ptr);
     free(s);
 }

@@ -24,27 +24,37 @@ int64_t nb__numel_checked(const char *op, const int64_t *shape, int ndim) {
         nb__error(NB_ERR_NULL, "%s: shape is NULL for rank %d", op, ndim);
         return -1;
     }
-    int64_t n = 1;
-    bool overflow = false;
-    for (int i = 0; i < ndim; i++) {
+    for (int i = 0; i < ndim; i++)
         if (shape[i] < 0) {
             nb__error(NB_ERR_ARG, "%s: negative size %lld at axis %d of shape %s", op,
                       (long long)shape[i], i, NB_DIMS_STR(shape, ndim));
             return -1;
         }
-        if (__builtin_mul_overflow(n, shape[i], &n)) overflow = true;
+    /* The product with zeros counted as ones bounds the contiguous strides,
+     * an empty tensor's too, so it must fit (torch: "Stride calculation
+     * overflowed"); a zero dimension then makes the count 0. */
+    int64_t span = 1;
+    bool empty = false;
+    for (int i = 0; i < ndim; i++) {
+        empty |= shape[i] == 0;
+        if (__builtin_mul_overflow(span, shape[i] ? shape[i] : 1, &span)) {
+            nb__error(NB_ERR_OVERFLOW, "%s: element count of shape %s overflows int64", op,
+                      NB_DIMS_STR(shape, ndim));
+            return -1;
+        }
     }
-    if (overflow && n != 0) {
-        /* a zero dimension anywhere makes the product 0 and the shape valid */
-        for (int i = 0; i < ndim; i++)
-            if (shape[i] == 0) return 0;
-        nb__error(NB_ERR_OVERFLOW, "%s: element count of shape %s overflows int64", op,
-                  NB_DIMS_STR(shape, ndim));
-        return -1;
+    return empty ? 0 : span;
+}
+
+bool nb__strided_extent(const int64_t *shape, const int64_t *stride, int ndim, int64_t *lo, int64_t *hi) {
+    *lo = *hi = 0;
+    for (int i = 0; i < ndim; i++) {
+        int64_t ext;
+        if (__builtin_mul_overflow(stride[i], shape[i] - 1, &ext) ||
+            __builtin_add_overflow(ext < 0 ? *lo : *hi, ext, ext < 0 ? lo : hi))
+            return false;
     }
-    for (int i = 0; i < ndim; i++)
-        if (shape[i] == 0) return 0;
-    return n;
+    return true;
 }
 
 static nb_tensor *record_new(void) {
@@ -70,26 +80,32 @@ nb_tensor *nb__tensor_view_of(nb_storage *s, const int64_t *shape, const int64_t
     return t;
 }
 
-nb_tensor *nb__tensor_new(const int64_t *shape, int ndim, nb_dtype dt, nb_device dev) {
+nb_tensor *nb__tensor_new_op(const char *op, const int64_t *shape, int ndim, nb_dtype dt, nb_device dev) {
     if (dt < 0 || dt >= NB_DTYPE_COUNT) {
-        nb__error(NB_ERR_DTYPE, "empty: invalid dtype %d", (int)dt);
+        nb__error(NB_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dt);
         return NULL;
     }
-    int64_t n = nb__numel_checked("empty", shape, ndim);
+    int64_t n = nb__numel_checked(op, shape, ndim);
     if (n < 0) return NULL;
+    int64_t st[NB_MAX_DIMS];
+    nb__contiguous_strides(shape, ndim, st);
+    /* byte offsets, strides included, must fit: check the span of the strides */
+    int64_t span = ndim ? st[0] * (shape[0] ? shape[0] : 1) : 1;
     size_t es = nb_dtype_size(dt);
-    if ((uint64_t)n > SIZE_MAX / es || (uint64_t)n > (uint64_t)INT64_MAX / es) {
-        nb__error(NB_ERR_OVERFLOW, "empty: %lld elements of %s overflow the byte size",
-                  (long long)n, nb_dtype_name(dt));
+    if ((uint64_t)span > SIZE_MAX / es || (uint64_t)span > (uint64_t)INT64_MAX / es) {
+        nb__error(NB_ERR_OVERFLOW, "%s: shape %s of %s overflows the byte size", op, NB_DIMS_STR(shape, ndim),
+                  nb_dtype_name(dt));
         return NULL;
     }
     nb_storage *s = nb__storage_new((size_t)n * es, dev);
     if (!s) return NULL;
-    int64_t st[NB_MAX_DIMS];
-    nb__contiguous_strides(shape, ndim, st);
     nb_tensor *t = nb__tensor_view_of(s, shape, st, ndim, 0, dt);
     nb__storage_release(s);
     return t;
+}
+
+nb_tensor *nb__tensor_new(const int64_t *shape, int ndim, nb_dtype dt, nb_device dev) {
+    return nb__tensor_new_op("empty", shape, ndim, dt, dev);
 }
 
 nb_tensor *nb_retain(nb_tensor *t) {
@@ -158,14 +174,13 @@ nb_tensor *nb__own(nb_tensor *t) {
 
 nb_tensor *nb__scope_take(nb_tensor *t) {
     if (!t) return NULL;
-    if (tl_depth > 0) {
-        scope *s = &tl_scopes[tl_depth - 1];
-        for (size_t i = s->n; i-- > 0;) {
-            if (s->items[i] == t) {
-                memmove(s->items + i, s->items + i + 1, sizeof *s->items * (s->n - i - 1));
-                s->n--;
-                return t;
-            }
+    if (tl_depth == 0) return t; /* no scope: a public result already belongs to the caller */
+    scope *s = &tl_scopes[tl_depth - 1];
+    for (size_t i = s->n; i-- > 0;) {
+        if (s->items[i] == t) {
+            memmove(s->items + i, s->items + i + 1, sizeof *s->items * (s->n - i - 1));
+            s->n--;
+            return t;
         }
     }
     return nb_retain(t);
@@ -173,6 +188,7 @@ nb_tensor *nb__scope_take(nb_tensor *t) {
 
 nb_tensor *nb_scope_keep(nb_tensor *t) {
     if (!t) return NULL;
+    if (tl_depth == 0) return nb_retain(t); /* owned by no scope: a new reference */
     nb__scope_take(t);
     if (tl_depth > 1) scope_push(&tl_scopes[tl_depth - 2], t);
     return t;
@@ -201,9 +217,9 @@ int64_t nb_size(const nb_tensor *t, int axis) {
 
 bool nb_is_contiguous(const nb_tensor *t) {
     if (!t) return false;
+    if (nb__numel(t) == 0) return true; /* no element to place */
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
-        if (t->shape[i] == 0) return true;
         if (t->shape[i] != 1 && t->stride[i] != s) return false;
         s *= t->shape[i];
     }

@@ -63,7 +63,10 @@ nb_tensor *nb_clone(nb_tensor *t) {
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     NB_CHECK_ARG("to_device", t);
-    if (!nb_backend_for(dev)) return NULL;
+    if (dev.type < 0 || dev.type >= NB_DEVICE_TYPE_COUNT) {
+        nb__error(NB_ERR_DEVICE, "to_device: unknown device type %d", (int)dev.type);
+        return NULL;
+    }
     if (nb__same_device(t->storage->device, dev)) return nb__own(nb_retain(t));
     if (!nb__is_host(dev) || !nb__is_host(t->storage->device)) {
         nb__error(NB_ERR_UNSUPPORTED, "to_device: moves to or from device type %d are not built in",

@@ -6,11 +6,12 @@
 #include <string.h>
 
 nb_tensor *nb_empty(const int64_t *shape, int ndim, nb_dtype dt) {
-    return nb__own(nb__tensor_new(shape, ndim, dt, NB_CPU));
+    return nb__own(nb__tensor_new_op("empty", shape, ndim, dt, NB_CPU));
 }
 
-static nb_tensor *filled(const int64_t *shape, int ndim, nb_dtype dt, double v, nb_device dev) {
-    nb_tensor *t = nb__tensor_new(shape, ndim, dt, dev);
+/* A new tensor with every element v; errors name `op`. */
+static nb_tensor *filled(const char *op, const int64_t *shape, int ndim, nb_dtype dt, double v, nb_device dev) {
+    nb_tensor *t = nb__tensor_new_op(op, shape, ndim, dt, dev);
     if (!t) return NULL;
     int64_t n = nb__numel(t);
     char *p = nb__ptr(t);
@@ -24,24 +25,30 @@ static nb_tensor *filled(const int64_t *shape, int ndim, nb_dtype dt, double v, 
 }
 
 nb_tensor *nb__full_on(const int64_t *shape, int ndim, double v, nb_dtype dt, nb_device dev) {
-    return filled(shape, ndim, dt, v, dev);
+    return filled("full", shape, ndim, dt, v, dev);
 }
 
-nb_tensor *nb_zeros(const int64_t *shape, int ndim, nb_dtype dt) { return nb__own(filled(shape, ndim, dt, 0, NB_CPU)); }
-nb_tensor *nb_ones(const int64_t *shape, int ndim, nb_dtype dt) { return nb__own(filled(shape, ndim, dt, 1, NB_CPU)); }
+nb_tensor *nb_zeros(const int64_t *shape, int ndim, nb_dtype dt) {
+    return nb__own(filled("zeros", shape, ndim, dt, 0, NB_CPU));
+}
+nb_tensor *nb_ones(const int64_t *shape, int ndim, nb_dtype dt) {
+    return nb__own(filled("ones", shape, ndim, dt, 1, NB_CPU));
+}
 nb_tensor *nb_full(const int64_t *shape, int ndim, double value, nb_dtype dt) {
-    return nb__own(filled(shape, ndim, dt, value, NB_CPU));
+    return nb__own(filled("full", shape, ndim, dt, value, NB_CPU));
 }
-nb_tensor *nb_full_like(const nb_tensor *t, double value) {
-    NB_CHECK_ARG("full_like", t);
-    return nb__own(filled(t->shape, t->ndim, t->dtype, value, t->storage->device));
+
+static nb_tensor *filled_like(const char *op, const nb_tensor *t, double value) {
+    NB_CHECK_ARG(op, t);
+    return nb__own(filled(op, t->shape, t->ndim, t->dtype, value, t->storage->device));
 }
-nb_tensor *nb_zeros_like(const nb_tensor *t) { return nb_full_like(t, 0); }
-nb_tensor *nb_ones_like(const nb_tensor *t) { return nb_full_like(t, 1); }
-nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb__own(filled(NULL, 0, dt, value, NB_CPU)); }
+nb_tensor *nb_full_like(const nb_tensor *t, double value) { return filled_like("full_like", t, value); }
+nb_tensor *nb_zeros_like(const nb_tensor *t) { return filled_like("zeros_like", t, 0); }
+nb_tensor *nb_ones_like(const nb_tensor *t) { return filled_like("ones_like", t, 1); }
+nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb__own(filled("scalar", NULL, 0, dt, value, NB_CPU)); }
 
 nb_tensor *nb__weak_scalar(double v, bool is_int, nb_device dev) {
-    nb_tensor *t = filled(NULL, 0, is_int ? NB_I64 : NB_F64, v, dev);
+    nb_tensor *t = filled("scalar", NULL, 0, is_int ? NB_I64 : NB_F64, v, dev);
     if (t) t->weak = true;
     return t;
 }
@@ -61,7 +68,7 @@ nb_tensor *nb_arange(double start, double end, double step, nb_dtype dt) {
         return NULL;
     }
     int64_t n = (int64_t)len;
-    nb_tensor *t = nb__tensor_new(&n, 1, dt, NB_CPU);
+    nb_tensor *t = nb__tensor_new_op("arange", &n, 1, dt, NB_CPU);
     if (!t) return NULL;
     size_t es = nb_dtype_size(dt);
     for (int64_t i = 0; i < n; i++) nb__store(nb__ptr(t) + (size_t)i * es, dt, start + (double)i * step);
@@ -73,20 +80,21 @@ nb_tensor *nb_linspace(double start, double end, int64_t steps, nb_dtype dt) {
         nb__error(NB_ERR_ARG, "linspace: steps %lld is negative", (long long)steps);
         return NULL;
     }
-    nb_tensor *t = nb__tensor_new(&steps, 1, dt, NB_CPU);
+    nb_tensor *t = nb__tensor_new_op("linspace", &steps, 1, dt, NB_CPU);
     if (!t) return NULL;
     size_t es = nb_dtype_size(dt);
     double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
-    /* symmetric evaluation as torch: first half from start, second half from end */
+    /* symmetric evaluation as torch: first half from start, second half from
+     * end (one step is just start) */
     for (int64_t i = 0; i < steps; i++) {
-        double v = i < steps / 2 ? start + step * (double)i : end - step * (double)(steps - 1 - i);
+        double v = i < steps / 2 || steps == 1 ? start + step * (double)i : end - step * (double)(steps - 1 - i);
         nb__store(nb__ptr(t) + (size_t)i * es, dt, v);
     }
     return nb__own(t);
 }
 
 nb_tensor *nb_eye(int64_t n, int64_t m, nb_dtype dt) {
-    nb_tensor *t = filled((int64_t[]){n, m}, 2, dt, 0, NB_CPU);
+    nb_tensor *t = filled("eye", (int64_t[]){n, m}, 2, dt, 0, NB_CPU);
     if (!t) return NULL;
     size_t es = nb_dtype_size(dt);
     for (int64_t i = 0; i < n && i < m; i++) nb__store(nb__ptr(t) + (size_t)(i * m + i) * es, dt, 1);
@@ -94,7 +102,7 @@ nb_tensor *nb_eye(int64_t n, int64_t m, nb_dtype dt) {
 }
 
 nb_tensor *nb_from_data(const void *data, const int64_t *shape, int ndim, nb_dtype dt) {
-    nb_tensor *t = nb__tensor_new(shape, ndim, dt, NB_CPU);
+    nb_tensor *t = nb__tensor_new_op("from_data", shape, ndim, dt, NB_CPU);
     if (!t) return NULL;
     size_t nbytes = (size_t)nb__numel(t) * nb_dtype_size(dt);
     if (!data && nbytes) {
@@ -123,25 +131,21 @@ nb_tensor *nb_from_blob(void *data, const int64_t *shape, const int64_t *strides
     if (strides) memcpy(st, strides, sizeof(int64_t) * (size_t)ndim);
     else nb__contiguous_strides(shape, ndim, st);
     /* the storage spans [lo, hi] elements around data; offset puts element 0 at data */
-    int64_t lo = 0, hi = 0;
-    for (int i = 0; i < ndim && n > 0; i++) {
-        int64_t ext;
-        if (__builtin_mul_overflow(st[i], shape[i] - 1, &ext)) {
-            nb__error(NB_ERR_OVERFLOW, "%s: strides overflow for shape %s", op, NB_DIMS_STR(shape, ndim));
-            return NULL;
-        }
-        if (ext < 0) lo += ext;
-        else hi += ext;
+    int64_t lo = 0, hi = 0, span = 0, es = (int64_t)nb_dtype_size(dt);
+    if (n > 0 && (!nb__strided_extent(shape, st, ndim, &lo, &hi) || __builtin_sub_overflow(hi, lo, &span) ||
+                  span >= INT64_MAX / es)) {
+        nb__error(NB_ERR_OVERFLOW, "%s: strides %s overflow for shape %s", op, NB_DIMS_STR(st, ndim),
+                  NB_DIMS_STR(shape, ndim));
+        return NULL;
     }
-    size_t es = nb_dtype_size(dt);
     nb_storage *s = calloc(1, sizeof *s);
     if (!s) {
         nb__error(NB_ERR_OOM, "%s: out of memory", op);
         return NULL;
     }
     atomic_init(&s->refs, 1);
-    s->data = (char *)data + lo * (int64_t)es;
-    s->nbytes = n > 0 ? (size_t)(hi - lo + 1) * es : 0;
+    s->data = (char *)data + lo * es;
+    s->nbytes = n > 0 ? (size_t)((span + 1) * es) : 0;
     s->device = NB_CPU;
     s->owned = false;
     s->release = NULL; /* set after the tensor exists: on failure the caller keeps the memory */

@@ -5,6 +5,8 @@
  */
 #include "../backend/backend.h"
 
+#include <string.h>
+
 nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) {
     switch (nb__ops[op].dtype_rule) {
     case NB_DT_FLOAT: return nb__float_of(dt);
@@ -35,14 +37,33 @@ nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1) {
 
 static int category(nb_dtype d) { return d == NB_BOOL ? 0 : nb_dtype_is_float(d) ? 2 : 1; }
 
-/* Promotion where a weak (C scalar) operand only lifts the category. */
+/* `lo` (a lower tier) changes `hi` only when it is of a higher category. */
+static nb_dtype combine_tiers(nb_dtype hi, nb_dtype lo) {
+    return category(lo) > category(hi) ? nb_promote_types(hi, lo) : hi;
+}
+
+/* Result dtype of two operands as torch.result_type: operands fall in three
+ * tiers — tensors with dimensions, rank-0 tensors, weak C scalars (a float
+ * scalar counts as f32, an int as i64) — promoted within each tier; a lower
+ * tier only lifts the category of the higher ones. */
 static nb_dtype promote(const nb_tensor *a, const nb_tensor *b) {
-    if (a->weak != b->weak) {
-        const nb_tensor *w = a->weak ? a : b, *s = a->weak ? b : a;
-        if (category(w->dtype) > category(s->dtype)) return category(w->dtype) == 2 ? NB_F32 : NB_I64;
-        return s->dtype;
+    nb_dtype tier[3] = {NB_BOOL, NB_BOOL, NB_BOOL}; /* read only where have[] is set */
+    bool have[3] = {false, false, false};
+    const nb_tensor *ops[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        const nb_tensor *t = ops[i];
+        int k = t->weak ? 2 : t->ndim == 0 ? 1 : 0;
+        /* a C float counts as f32, but two C numbers combine in double, like Python numbers */
+        nb_dtype d = t->weak && !(a->weak && b->weak) && nb_dtype_is_float(t->dtype) ? NB_F32 : t->dtype;
+        tier[k] = have[k] ? nb_promote_types(tier[k], d) : d;
+        have[k] = true;
     }
-    return nb_promote_types(a->dtype, b->dtype);
+    int k = 2;
+    while (!have[k]) k--;
+    nb_dtype r = tier[k];
+    while (k-- > 0)
+        if (have[k]) r = combine_tiers(tier[k], r);
+    return r;
 }
 
 nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim) {
@@ -76,6 +97,7 @@ nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b) {
         nb_release(out);
         out = NULL;
     }
+    if (out) out->weak = a->weak && b->weak; /* still a C number (e.g. b - 1 in the pow rule) */
     nb_release(ac);
     nb_release(bc);
     nb_release(ae);
@@ -174,7 +196,9 @@ nb_tensor *nb_masked_fill(nb_tensor *x, nb_tensor *mask, double value) {
     NB_CHECK_ARG("masked_fill", x);
     NB_CHECK_ARG("masked_fill", mask);
     int64_t shape[NB_MAX_DIMS];
-    if (nb__broadcast_shapes("masked_fill", x->shape, x->ndim, mask->shape, mask->ndim, shape) != x->ndim) {
+    int nd = nb__broadcast_shapes("masked_fill", x->shape, x->ndim, mask->shape, mask->ndim, shape);
+    if (nd < 0) return NULL;
+    if (nd != x->ndim || memcmp(shape, x->shape, sizeof(int64_t) * (size_t)nd) != 0) {
         nb__error(NB_ERR_SHAPE, "masked_fill: mask %s does not broadcast to input %s",
                   NB_SHAPE_STR(mask), NB_SHAPE_STR(x));
         return NULL;

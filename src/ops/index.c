@@ -92,7 +92,7 @@ nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes) {
         nb_scope_end();
         return NULL;
     }
-    nb_tensor *classes = nb_arange(0, (double)num_classes, 1, NB_I64);
+    nb_tensor *classes = nb_to_device(nb_arange(0, (double)num_classes, 1, NB_I64), index->storage->device);
     NB_COMPOSITE_RETURN(nb_cast(nb_eq(nb_unsqueeze(index, -1), classes), NB_I64));
 }
 
@@ -109,14 +109,17 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {
     }
     NB_COMPOSITE_BEGIN();
     int a = axis < 0 ? axis + ts[0]->ndim + 1 : axis;
-    for (int i = 0; i < n; i++) {
+    bool ok = true; /* judged locally: an unrelated earlier error may still be pending */
+    for (int i = 0; i < n && ok; i++) {
         if (ts[i] && !nb__same_shape(ts[i], ts[0])) {
             nb__error(NB_ERR_SHAPE, "stack: tensor %d has shape %s, tensor 0 has %s", i, NB_SHAPE_STR(ts[i]),
                       NB_SHAPE_STR(ts[0]));
+            ok = false;
         }
-        us[i] = nb_unsqueeze(ts[i], a);
+        us[i] = ok ? nb_unsqueeze(ts[i], a) : NULL;
+        ok = us[i] != NULL;
     }
-    nb_tensor *r = nb_last_status() == NB_OK ? nb_cat(us, n, a) : NULL;
+    nb_tensor *r = ok ? nb_cat(us, n, a) : NULL;
     if (us != us_small) free(us);
     NB_COMPOSITE_RETURN(r);
 }

@@ -19,7 +19,7 @@ typedef enum nb_op {
 typedef enum nb_op_kind {
     NB_KIND_UNARY, NB_KIND_BINARY, NB_KIND_WHERE, NB_KIND_REDUCE, NB_KIND_ARGREDUCE,
     NB_KIND_SCAN, NB_KIND_MATMUL, NB_KIND_GATHER, NB_KIND_SCATTER_ADD, NB_KIND_COPY,
-    NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE,
+    NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE, NB_KIND_WINDOW,
     NB_KIND_COUNT
 } nb_op_kind;
 
@@ -74,7 +74,6 @@ nb_tensor *nb__reduce(nb_op op, nb_tensor *x, const int *axes, int naxes, bool k
 /** Normalize an axis list into a mask; returns the count or -1 (error set). axes NULL = all. */
 int nb__axes_mask(const char *op, const int *axes, int naxes, int ndim, bool *mask);
 
-#endif /* NB_OPS_H */
 
 /* ---- composite ops: build the result from public ops inside a private
  * scope, then hand the one result to the caller's scope (or caller). ---- */
@@ -99,3 +98,5 @@ nb_tensor *nb__full_on(const int64_t *shape, int ndim, double v, nb_dtype dt, nb
 /** Unscoped where (used by derivative rules through nb_where). */
 nb_tensor *nb__where(nb_tensor *c, nb_tensor *a, nb_tensor *b);
 nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double value);
+
+#endif /* NB_OPS_H */

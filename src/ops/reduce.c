@@ -173,6 +173,13 @@ nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim) 
     NB_COMPOSITE_RETURN(r);
 }
 
+/* s^(1/p) whose gradient is 0 (not 0 · inf = NaN) where s == 0, as torch's norm_backward masks it. */
+static nb_tensor *root_of(nb_tensor *s, double p) {
+    nb_tensor *at0 = nb_eq(s, 0.0);
+    nb_tensor *safe = nb_where(at0, nb_ones_like(s), s);
+    return nb_where(at0, nb_zeros_like(s), p == 2 ? nb_sqrt(safe) : nb_pow(safe, 1.0 / p));
+}
+
 nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keepdim) {
     NB_CHECK_ARG("norm", x);
     if (!float_only("norm", x)) return NULL;
@@ -183,9 +190,8 @@ nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keep
     NB_COMPOSITE_BEGIN();
     nb_tensor *r;
     if (isinf(p)) r = nb_max(nb_abs(x), axes, naxes, keepdim);
-    else if (p == 2) r = nb_sqrt(nb_sum(nb_square(x), axes, naxes, keepdim));
     else if (p == 1) r = nb_sum(nb_abs(x), axes, naxes, keepdim);
-    else r = nb_pow(nb_sum(nb_pow(nb_abs(x), p), axes, naxes, keepdim), 1.0 / p);
+    else r = root_of(nb_sum(p == 2 ? nb_square(x) : nb_pow(nb_abs(x), p), axes, naxes, keepdim), p);
     NB_COMPOSITE_RETURN(r);
 }
 
@@ -208,8 +214,16 @@ static nb_tensor *scan(nb_op op, nb_tensor *x, int axis) {
     return out;
 }
 
-nb_tensor *nb_cumsum(nb_tensor *x, int axis) { return nb__own(scan(NB_OP_CUMSUM, x, axis)); }
-nb_tensor *nb_cumprod(nb_tensor *x, int axis) { return nb__own(scan(NB_OP_CUMPROD, x, axis)); }
+/* torch accepts axis 0 / -1 on a rank-0 tensor: it scans as a one-element vector. */
+static nb_tensor *scan_any_rank(nb_op op, nb_tensor *x, int axis) {
+    if (!x || x->ndim > 0 || (axis != 0 && axis != -1)) return nb__own(scan(op, x, axis));
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *r = nb__own(scan(op, nb_reshape(x, (int64_t[]){1}, 1), 0));
+    NB_COMPOSITE_RETURN(nb_reshape(r, NULL, 0));
+}
+
+nb_tensor *nb_cumsum(nb_tensor *x, int axis) { return scan_any_rank(NB_OP_CUMSUM, x, axis); }
+nb_tensor *nb_cumprod(nb_tensor *x, int axis) { return scan_any_rank(NB_OP_CUMPROD, x, axis); }
 
 nb_tensor *nb__sum_to(nb_tensor *g, const int64_t *shape, int ndim) {
     int lead = g->ndim - ndim;

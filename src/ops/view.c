@@ -46,8 +46,12 @@ static bool view_strides(const nb_tensor *t, const int64_t *shape, int ndim, int
 
 /* Resolve -1 and check the element count; returns false with an error set. */
 static bool infer_shape(const char *op, const nb_tensor *t, const int64_t *shape, int ndim, int64_t *out) {
-    if (ndim < 0 || ndim > NB_MAX_DIMS || (ndim && !shape)) {
-        nb__error(NB_ERR_ARG, "%s: rank %d outside [0, %d] or NULL shape", op, ndim, NB_MAX_DIMS);
+    if (ndim < 0 || ndim > NB_MAX_DIMS) {
+        nb__error(NB_ERR_ARG, "%s: rank %d outside [0, %d]", op, ndim, NB_MAX_DIMS);
+        return false;
+    }
+    if (ndim && !shape) {
+        nb__error(NB_ERR_NULL, "%s: shape is NULL for rank %d", op, ndim);
         return false;
     }
     int infer = -1;
@@ -77,7 +81,7 @@ static bool infer_shape(const char *op, const nb_tensor *t, const int64_t *shape
                   NB_SHAPE_STR(t), (long long)n, NB_DIMS_STR(shape, ndim));
         return false;
     }
-    return true;
+    return nb__numel_checked(op, out, ndim) >= 0; /* an empty shape's strides must fit too */
 }
 
 static nb_tensor *reshape_impl(const char *op, nb_tensor *t, const int64_t *shape, int ndim, bool allow_copy) {
@@ -168,8 +172,12 @@ nb_tensor *nb_unsqueeze(nb_tensor *t, int axis) {
 
 static nb_tensor *permute_impl(nb_tensor *t, const int *perm, int ndim) {
     NB_CHECK_ARG("permute", t);
-    if (ndim != t->ndim || (ndim && !perm)) {
+    if (ndim != t->ndim) {
         nb__error(NB_ERR_AXIS, "permute: %d axes given for a tensor of rank %d", ndim, t->ndim);
+        return NULL;
+    }
+    if (ndim && !perm) {
+        nb__error(NB_ERR_NULL, "permute: perm is NULL");
         return NULL;
     }
     nb_attrs a = {.naxes = ndim};
@@ -211,7 +219,11 @@ nb_tensor *nb_t(nb_tensor *t) {
 
 static nb_tensor *expand_impl(const char *op, nb_tensor *t, const int64_t *shape, int ndim, bool allow_neg) {
     NB_CHECK_ARG(op, t);
-    if (ndim < t->ndim || ndim > NB_MAX_DIMS || (ndim && !shape)) {
+    if (ndim && !shape) {
+        nb__error(NB_ERR_NULL, "%s: shape is NULL for rank %d", op, ndim);
+        return NULL;
+    }
+    if (ndim < t->ndim || ndim > NB_MAX_DIMS) {
         nb__error(NB_ERR_SHAPE, "%s: cannot expand %s to rank %d", op, NB_SHAPE_STR(t), ndim);
         return NULL;
     }
@@ -268,8 +280,9 @@ nb_tensor *nb_slice(nb_tensor *t, int axis, int64_t start, int64_t stop, int64_t
     if (stop == NB_END) stop = step < 0 ? lo : hi;
     else if (stop < 0) stop = stop + n < lo ? lo : stop + n;
     else if (stop > hi) stop = hi;
-    int64_t len = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                           : (start > stop ? (start - stop + (-step) - 1) / (-step) : 0);
+    /* ceil(distance / |step|) written so that a huge step cannot overflow */
+    int64_t len = step > 0 ? (stop > start ? (stop - start - 1) / step + 1 : 0)
+                           : (start > stop ? (start - stop - 1) / -step + 1 : 0);
     return nb__own(slice_norm(t, a, start, step, len));
 }
 
@@ -278,8 +291,8 @@ nb_tensor *nb_narrow(nb_tensor *t, int axis, int64_t start, int64_t length) {
     int a = nb__axis("narrow", axis, t->ndim);
     if (a < 0) return NULL;
     if (start < 0 || length < 0 || start > t->shape[a] || length > t->shape[a] - start) {
-        nb__error(NB_ERR_INDEX, "narrow: range [%lld, %lld) outside axis %d of size %lld", (long long)start,
-                  (long long)start + length, axis, (long long)t->shape[a]);
+        nb__error(NB_ERR_INDEX, "narrow: start %lld, length %lld outside axis %d of size %lld", (long long)start,
+                  (long long)length, axis, (long long)t->shape[a]);
         return NULL;
     }
     return nb__own(slice_norm(t, a, start, 1, length));
@@ -291,7 +304,7 @@ nb_tensor *nb_flip(nb_tensor *t, const int *axes, int naxes) {
     if (nb__axes_mask("flip", axes, naxes, t->ndim, mask) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
     nb_tensor *r = t;
-    for (int d = 0; d < t->ndim; d++)
+    for (int d = 0; d < t->ndim && r; d++)
         if (mask[d]) r = nb__own(slice_norm(r, d, r->shape[d] - 1, -1, r->shape[d]));
     NB_COMPOSITE_RETURN(r);
 }
@@ -359,14 +372,16 @@ nb_tensor *nb_as_strided(nb_tensor *t, const int64_t *shape, const int64_t *stri
     }
     int64_t n = nb__numel_checked("as_strided", shape, ndim);
     if (n < 0) return NULL;
+    if (offset < 0) { /* torch: storage offset must be non-negative */
+        nb__error(NB_ERR_INDEX, "as_strided: storage offset %lld is negative", (long long)offset);
+        return NULL;
+    }
     int64_t cap = (int64_t)(t->storage->nbytes / nb_dtype_size(t->dtype));
-    int64_t lo = offset, hi = offset;
-    for (int i = 0; i < ndim && n > 0; i++) {
-        int64_t ext;
-        if (__builtin_mul_overflow(strides[i], shape[i] - 1, &ext) || __builtin_add_overflow(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi)) {
-            nb__error(NB_ERR_OVERFLOW, "as_strided: strides %s overflow", NB_DIMS_STR(strides, ndim));
-            return NULL;
-        }
+    int64_t lo = 0, hi = 0;
+    if (n > 0 && (!nb__strided_extent(shape, strides, ndim, &lo, &hi) || __builtin_add_overflow(lo, offset, &lo) ||
+                  __builtin_add_overflow(hi, offset, &hi))) {
+        nb__error(NB_ERR_OVERFLOW, "as_strided: strides %s overflow", NB_DIMS_STR(strides, ndim));
+        return NULL;
     }
     if (n > 0 && (lo < 0 || hi >= cap)) {
         nb__error(NB_ERR_INDEX, "as_strided: shape %s strides %s offset %lld reach elements [%lld, %lld] outside storage of %lld",

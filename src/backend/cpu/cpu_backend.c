@@ -7,6 +7,8 @@
  */
 #include "../backend.h"
 #include "../../ops/op_eval.h"
+#include "conv_kernels.h"
+#include "gemm.h"
 #include "iter.h"
 #include "kernels.h"
 #include "pool.h"
@@ -130,7 +132,7 @@ typedef struct red_ctx {
     int64_t rshape[NB_MAX_DIMS], rstride[NB_MAX_DIMS];
     int64_t ostride[NB_MAX_DIMS];     /* out strides along kept axes */
     int64_t rnumel;
-    double *partial;
+    double *partial; /* per-chunk sums (sum of all) or column scratch */
 } red_ctx;
 
 static void unravel(int64_t i, int n, const int64_t *shape, int64_t *idx) {
@@ -140,16 +142,54 @@ static void unravel(int64_t i, int n, const int64_t *shape, int64_t *idx) {
     }
 }
 
+/* Does v replace the running extreme acc?  A NaN wins and then stays. */
+static inline bool beats(bool max, double acc, double v) {
+    return acc == acc && ((max ? v > acc : v < acc) || v != v);
+}
+
+/* acc combined with v by a value reduction (SUM, PROD, MAX, MIN). */
+static inline double combine(nb_op op, double acc, double v) {
+    switch (op) {
+    case NB_OP_SUM: return acc + v;
+    case NB_OP_PROD: return acc * v;
+    case NB_OP_MAX:
+    case NB_OP_MIN: return beats(op == NB_OP_MAX, acc, v) ? v : acc;
+    default: NB_ASSERT(0 && "not a value reduction");
+    }
+    return acc;
+}
+
+/* Float SUM / MAX / MIN whose innermost reduced axis is contiguous: the
+ * typed kernel (pairwise sum, vector extreme) on each contiguous run, the
+ * runs combined in order. */
+static double reduce_runs(const red_ctx *c, int64_t base) {
+    const nb_cpu_kernels *k = nb__cpu_kernels();
+    int s = slot(c->x->dtype), nr = c->nr - 1;
+    int64_t es = (int64_t)nb_dtype_size(c->x->dtype), run = c->rshape[nr], idx[NB_MAX_DIMS] = {0};
+    double acc = c->op == NB_OP_SUM ? 0 : c->op == NB_OP_MAX ? -INFINITY : INFINITY;
+    for (int64_t q = 0; q < c->rnumel / run; q++) {
+        int64_t off = base;
+        for (int d = 0; d < nr; d++) off += idx[d] * c->rstride[d];
+        const char *p = (const char *)c->x->storage->data + off * es;
+        double v = c->op != NB_OP_SUM ? k->extreme[c->op == NB_OP_MAX][s](run, p)
+                   : s == 0           ? k->sum_f32(run, (const float *)p)
+                                      : k->sum_f64(run, (const double *)p);
+        acc = combine(c->op, acc, v);
+        for (int d = nr - 1; d >= 0 && ++idx[d] == c->rshape[d]; d--) idx[d] = 0;
+    }
+    return acc;
+}
+
 /* Reduce the sub-space at element offset `base` of x; returns value (or index for arg ops). */
 static double reduce_one(const red_ctx *c, int64_t base) {
     const nb_tensor *x = c->x;
     size_t es = nb_dtype_size(x->dtype);
     const char *data = (const char *)x->storage->data;
     nb_op op = c->op;
-    if (op == NB_OP_SUM && c->nr == 1 && c->rstride[0] == 1) {
-        if (x->dtype == NB_F32) return nb__cpu_kernels()->sum_f32(c->rnumel, (const float *)data + base);
-        if (x->dtype == NB_F64) return nb__cpu_kernels()->sum_f64(c->rnumel, (const double *)data + base);
-    }
+    if ((op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(x->dtype) >= 0 && c->nr >= 1 &&
+        c->rstride[c->nr - 1] == 1 && c->rshape[c->nr - 1] >= 8)
+        return reduce_runs(c, base);
+    bool arg = op == NB_OP_ARGMAX || op == NB_OP_ARGMIN;
     double acc = op == NB_OP_PROD ? 1 : op == NB_OP_MAX ? -INFINITY : op == NB_OP_MIN ? INFINITY : 0;
     int64_t best = 0;
     int64_t idx[NB_MAX_DIMS] = {0};
@@ -157,25 +197,18 @@ static double reduce_one(const red_ctx *c, int64_t base) {
         int64_t off = base;
         for (int d = 0; d < c->nr; d++) off += idx[d] * c->rstride[d];
         double v = nb__load(data + off * (int64_t)es, x->dtype);
-        switch (op) {
-        case NB_OP_SUM: acc += v; break;
-        case NB_OP_PROD: acc *= v; break;
-        case NB_OP_MAX: if (acc == acc && (v > acc || v != v)) acc = v; break;
-        case NB_OP_MIN: if (acc == acc && (v < acc || v != v)) acc = v; break;
-        case NB_OP_ARGMAX:
-            if (r == 0 || (acc == acc && (v > acc || v != v))) { acc = v; best = r; }
-            break;
-        case NB_OP_ARGMIN:
-            if (r == 0 || (acc == acc && (v < acc || v != v))) { acc = v; best = r; }
-            break;
-        default: NB_ASSERT(0 && "not a reduction");
+        if (!arg) {
+            acc = combine(op, acc, v);
+        } else if (r == 0 || beats(op == NB_OP_ARGMAX, acc, v)) {
+            acc = v;
+            best = r;
         }
         for (int d = c->nr - 1; d >= 0; d--) {
             if (++idx[d] < c->rshape[d]) break;
             idx[d] = 0;
         }
     }
-    return (op == NB_OP_ARGMAX || op == NB_OP_ARGMIN) ? (double)best : acc;
+    return arg ? (double)best : acc;
 }
 
 static void red_range(void *p, int64_t lo, int64_t hi, int tid) {
@@ -204,28 +237,25 @@ static void sumall_chunk(void *p, int64_t lo, int64_t hi, int chunk) {
 }
 
 /* Column sums: x viewed as [R, K] contiguous; each range of columns is
- * accumulated over all rows in blocks of 64 rows (then blocks in order). */
+ * accumulated over blocks of 64 rows into blk (scratch slice [2 lo, 2 hi)
+ * holds acc and blk), and the blocks are added into acc in order. */
 static void colsum_range(void *p, int64_t lo, int64_t hi, int tid) {
     (void)tid;
     const red_ctx *c = p;
     int64_t K = nb__numel(c->out), R = c->rnumel, w = hi - lo;
-    double *acc = calloc((size_t)(2 * w), sizeof(double));
-    if (!acc) NB_ASSERT(!"colsum scratch allocation failed");
-    double *blk = acc + w;
+    double *acc = c->partial + 2 * lo, *blk = acc + w;
+    memset(acc, 0, sizeof(double) * (size_t)w);
     const nb_cpu_kernels *k = nb__cpu_kernels();
     const char *base = (const char *)nb__ptr(c->x);
     for (int64_t r0 = 0; r0 < R; r0 += 64) {
         memset(blk, 0, sizeof(double) * (size_t)w);
-        int64_t r1 = r0 + 64 < R ? r0 + 64 : R;
-        for (int64_t r = r0; r < r1; r++) {
-            if (c->x->dtype == NB_F32) k->acc_f32(w, blk, (const float *)base + r * K + lo);
-            else k->acc_f64(w, blk, (const double *)base + r * K + lo);
-        }
+        int64_t rows = R - r0 < 64 ? R - r0 : 64;
+        if (c->x->dtype == NB_F32) k->acc_f32(w, rows, K, blk, (const float *)base + r0 * K + lo);
+        else k->acc_f64(w, rows, K, blk, (const double *)base + r0 * K + lo);
         for (int64_t j = 0; j < w; j++) acc[j] += blk[j];
     }
     char *o = nb__ptr(c->out);
     for (int64_t j = 0; j < w; j++) nb__store(o + (lo + j) * (int64_t)nb_dtype_size(c->out->dtype), c->out->dtype, acc[j]);
-    free(acc);
 }
 
 static nb_status cpu_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask) {
@@ -276,7 +306,10 @@ static nb_status cpu_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const 
             else if (seen_kept && x->shape[d] != 1) leading = false;
         }
         if (leading) {
+            c.partial = nb__alloc(sizeof(double) * 2 * (size_t)K);
+            if (!c.partial) return NB_ERR_OOM;
             nb__parallel_for(K, 256, colsum_range, &c);
+            nb__free(c.partial);
             return NB_OK;
         }
     }
@@ -334,71 +367,239 @@ static nb_status cpu_scan(nb_op op, nb_tensor *out, const nb_tensor *x, int axis
     return NB_OK;
 }
 
-/* ---- matmul ---- */
+/* ---- matmul ----
+ * Each batch item is one nb__gemm (gemm.c) on strided views of a and b
+ * (stride-0 batch axes included, nothing is materialized).  A batch of at
+ * least `threads` items (and a multiple of it, or many) is split across
+ * threads with one single-threaded GEMM per item; otherwise items run in
+ * turn with the threads inside each GEMM.  Either way each element is the
+ * same FMA chain.  f16/bf16 items are converted to f32, multiplied in f32
+ * and rounded once on the way back. */
 
 typedef struct mm_ctx {
-    nb_tensor *out;
-    const nb_tensor *a, *b;
+    const nb_tensor *t[3]; /* out, a, b */
     int nb;
     int64_t bshape[NB_MAX_DIMS];
-    int64_t m, n, k;
+    char *ws;
+    size_t ws_size;
+    int threads; /* inside each GEMM */
 } mm_ctx;
 
-static void mm_batch(void *p, int64_t lo, int64_t hi, int tid) {
-    (void)tid;
-    const mm_ctx *c = p;
-    int nd = c->out->ndim;
+/* Element offsets of batch item bi in out, a, b. */
+static void mm_offsets(const mm_ctx *c, int64_t bi, int64_t off[3]) {
     int64_t idx[NB_MAX_DIMS];
-    for (int64_t bi = lo; bi < hi; bi++) {
-        unravel(bi, c->nb, c->bshape, idx);
-        int64_t ao = c->a->offset, bo = c->b->offset, oo = c->out->offset;
-        for (int d = 0; d < c->nb; d++) {
-            ao += idx[d] * c->a->stride[d];
-            bo += idx[d] * c->b->stride[d];
-            oo += idx[d] * c->out->stride[d];
-        }
-        if (c->out->dtype == NB_F32 && c->a->stride[nd - 1] == 1 && c->b->stride[nd - 1] == 1) {
-            nb__cpu_kernels()->gemm_f32(c->m, c->n, c->k, (const float *)c->a->storage->data + ao,
-                                        c->a->stride[nd - 2], (const float *)c->b->storage->data + bo,
-                                        c->b->stride[nd - 2], (float *)c->out->storage->data + oo,
-                                        c->out->stride[nd - 2], false);
-            continue;
-        }
-        size_t es = nb_dtype_size(c->out->dtype);
-        const char *ad = c->a->storage->data, *bd = c->b->storage->data;
-        char *od = c->out->storage->data;
-        for (int64_t i = 0; i < c->m; i++)
-            for (int64_t j = 0; j < c->n; j++) {
-                double acc = 0;
-                for (int64_t q = 0; q < c->k; q++)
-                    acc += nb__load(ad + (ao + i * c->a->stride[nd - 2] + q * c->a->stride[nd - 1]) * (int64_t)es, c->a->dtype) *
-                           nb__load(bd + (bo + q * c->b->stride[nd - 2] + j * c->b->stride[nd - 1]) * (int64_t)es, c->b->dtype);
-                nb__store(od + (oo + i * c->out->stride[nd - 2] + j * c->out->stride[nd - 1]) * (int64_t)es, c->out->dtype, acc);
-            }
+    unravel(bi, c->nb, c->bshape, idx);
+    for (int t = 0; t < 3; t++) {
+        off[t] = c->t[t]->offset;
+        for (int d = 0; d < c->nb; d++) off[t] += idx[d] * c->t[t]->stride[d];
     }
 }
 
+/* The product of the last two axes of a and b into out's, at element offsets off. */
+static nb_gemm mm_gemm(const nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const int64_t off[3]) {
+    int no = out->ndim, na = a->ndim, nbd = b->ndim;
+    int64_t es = (int64_t)nb_dtype_size(out->dtype);
+    return (nb_gemm){.dt = out->dtype, .m = out->shape[no - 2], .n = out->shape[no - 1],
+                     .k = a->shape[na - 1],
+                     .a = (const char *)a->storage->data + off[1] * es,
+                     .ars = a->stride[na - 2], .acs = a->stride[na - 1],
+                     .b = (const char *)b->storage->data + off[2] * es,
+                     .brs = b->stride[nbd - 2], .bcs = b->stride[nbd - 1],
+                     .c = (char *)out->storage->data + off[0] * es, .ldc = out->stride[no - 2]};
+}
+
+static void mm_range(void *p, int64_t lo, int64_t hi, int tid) {
+    const mm_ctx *c = p;
+    for (int64_t bi = lo; bi < hi; bi++) {
+        int64_t off[3];
+        mm_offsets(c, bi, off);
+        nb_gemm g = mm_gemm(c->t[0], c->t[1], c->t[2], off);
+        nb__gemm(&g, c->ws + (size_t)tid * c->ws_size, c->threads);
+    }
+}
+
+/* 2-D view of the last two axes of t at element offset off. */
+static nb_tensor *mm_view(const nb_tensor *t, int64_t off) {
+    int nd = t->ndim;
+    return nb__tensor_view_of(t->storage, t->shape + nd - 2, t->stride + nd - 2, 2, off, t->dtype);
+}
+
+/* f16/bf16: per item, copy a and b to f32 (tmp[1], tmp[2]), multiply into
+ * tmp[0], copy back rounding once. */
+static nb_status mm_lowp(const mm_ctx *c, int64_t batch) {
+    nb_tensor *tmp[3] = {0}, *view[3] = {0};
+    nb_status st = NB_OK;
+    for (int t = 0; t < 3 && st == NB_OK; t++) {
+        tmp[t] = nb__tensor_new(c->t[t]->shape + c->t[t]->ndim - 2, 2, NB_F32, c->t[t]->storage->device);
+        if (!tmp[t]) st = NB_ERR_OOM;
+    }
+    for (int64_t bi = 0; bi < batch && st == NB_OK; bi++) {
+        int64_t off[3];
+        mm_offsets(c, bi, off);
+        for (int t = 0; t < 3 && st == NB_OK; t++)
+            if (!(view[t] = mm_view(c->t[t], off[t]))) st = NB_ERR_OOM;
+        if (st == NB_OK) {
+            cpu_copy(tmp[1], view[1]);
+            cpu_copy(tmp[2], view[2]);
+            nb_gemm g = mm_gemm(tmp[0], tmp[1], tmp[2], (const int64_t[3]){0, 0, 0});
+            nb__gemm(&g, c->ws, c->threads);
+            cpu_copy(view[0], tmp[0]);
+        }
+        for (int t = 0; t < 3; t++) {
+            nb_release(view[t]);
+            view[t] = NULL;
+        }
+    }
+    for (int t = 0; t < 3; t++) nb_release(tmp[t]);
+    return st;
+}
+
 static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
-    int nd = out->ndim;
-    mm_ctx c = {.out = out, .a = a, .b = b, .nb = nd - 2, .m = out->shape[nd - 2],
-                .n = out->shape[nd - 1], .k = a->shape[nd - 1]};
+    int nd = out->ndim, threads = nb_get_num_threads();
+    mm_ctx c = {.t = {out, a, b}, .nb = nd - 2};
     int64_t batch = 1;
     for (int d = 0; d < nd - 2; d++) {
         c.bshape[d] = out->shape[d];
         batch *= out->shape[d];
     }
-    nb__parallel_for(batch, 1, mm_batch, &c);
-    return NB_OK;
+    bool lowp = slot(out->dtype) < 0;
+    bool over_batch = !lowp && threads > 1 && batch >= threads && (batch % threads == 0 || batch >= 4 * threads);
+    c.threads = over_batch ? 1 : threads;
+    /* one workspace slot per thread; every item has the same m, n, k */
+    nb_gemm sizes = {.dt = lowp ? NB_F32 : out->dtype, .m = out->shape[nd - 2], .n = out->shape[nd - 1],
+                     .k = a->shape[nd - 1]};
+    c.ws_size = nb__gemm_ws_size(&sizes);
+    c.ws = nb__alloc(c.ws_size * (size_t)threads + 1);
+    if (!c.ws) return NB_ERR_OOM;
+    nb_status st = NB_OK;
+    if (lowp)
+        st = mm_lowp(&c, batch);
+    else if (over_batch)
+        nb__parallel_chunks(batch, threads, mm_range, &c);
+    else
+        mm_range(&c, 0, batch, 0);
+    nb__free(c.ws);
+    return st;
 }
 
 /* ---- gather / scatter_add ---- */
 
+/* Gather walks out, index and a stride-0-along-axis view of x together with
+ * the strided iterator (parallel over output elements; each is written
+ * once) and offsets the x pointer by index * x's axis stride.
+ *
+ * Scatter-add is parallel over *lines*: the index/src elements that share
+ * every coordinate but the axis one.  A line only writes into out's line
+ * with the same coordinates, so lines never conflict, and within a line the
+ * additions go in axis order: the result is the reference backend's
+ * row-major order for every thread count.  Lines are processed in blocks;
+ * when the axis is not the innermost stride of src the block walks axis
+ * positions outermost, so consecutive lines touch consecutive memory. */
+
+static inline void copy_elem(size_t es, char *d, const char *s) {
+    switch (es) {
+    case 1: *d = *s; break;
+    case 2: memcpy(d, s, 2); break;
+    case 4: memcpy(d, s, 4); break;
+    default: memcpy(d, s, 8); break;
+    }
+}
+
+typedef struct gather_ctx {
+    size_t es;
+    int64_t xa; /* x's byte stride along the axis */
+} gather_ctx;
+
+static void row_gather(void *p, int64_t n, char *const *ptr, const int64_t *s) {
+    const gather_ctx *c = p;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t j = *(const int64_t *)(ptr[2] + i * s[2]);
+        copy_elem(c->es, ptr[0] + i * s[0], ptr[1] + i * s[1] + j * c->xa);
+    }
+}
+
 static nb_status cpu_gather(nb_tensor *out, const nb_tensor *x, int axis, const nb_tensor *index) {
-    return nb__ref_backend.gather(out, x, axis, index);
+    int64_t st[NB_MAX_DIMS]; /* x seen through out's index space, axis stride 0 */
+    memcpy(st, x->stride, sizeof st);
+    st[axis] = 0;
+    nb_tensor *xv = nb__tensor_view_of(x->storage, out->shape, st, out->ndim, x->offset, x->dtype);
+    if (!xv) return NB_ERR_OOM;
+    gather_ctx c = {nb_dtype_size(x->dtype), x->stride[axis] * (int64_t)nb_dtype_size(x->dtype)};
+    nb_iter it;
+    nb__iter_init(&it, 3, (const nb_tensor *[]){out, xv, index});
+    nb__iter_run(&it, row_gather, &c);
+    nb_release(xv);
+    return NB_OK;
+}
+
+static inline void add_elem(nb_dtype dt, char *o, const char *s) {
+    switch (dt) {
+    case NB_F32: *(float *)o += *(const float *)s; break;
+    case NB_F64: *(double *)o += *(const double *)s; break;
+    case NB_I64: *(uint64_t *)o += *(const uint64_t *)s; break; /* wraps like torch */
+    case NB_I32: *(uint32_t *)o += *(const uint32_t *)s; break;
+    default: nb__store(o, dt, nb__load(o, dt) + nb__load(s, dt)); break;
+    }
+}
+
+enum { SCATTER_BLOCK = 64 };
+
+typedef struct scatter_ctx {
+    nb_dtype dt;
+    char *base[3];                      /* out, index, src at element 0 */
+    int nl;                             /* line axes: all but the scatter axis */
+    int64_t lshape[NB_MAX_DIMS];
+    int64_t lstride[3][NB_MAX_DIMS];    /* byte strides of out, index, src along line axes */
+    int64_t len, astride[3];            /* axis extent (index's) and byte strides along it */
+    bool axis_outer;
+} scatter_ctx;
+
+static void scatter_lines(void *p, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    const scatter_ctx *c = p;
+    int64_t idx[NB_MAX_DIMS];
+    unravel(lo, c->nl, c->lshape, idx);
+    for (int64_t b0 = lo; b0 < hi; b0 += SCATTER_BLOCK) {
+        int64_t nb = hi - b0 < SCATTER_BLOCK ? hi - b0 : SCATTER_BLOCK;
+        char *line[3][SCATTER_BLOCK];
+        for (int64_t l = 0; l < nb; l++) {
+            for (int k = 0; k < 3; k++) {
+                line[k][l] = c->base[k];
+                for (int d = 0; d < c->nl; d++) line[k][l] += idx[d] * c->lstride[k][d];
+            }
+            for (int d = c->nl - 1; d >= 0 && ++idx[d] == c->lshape[d]; d--) idx[d] = 0;
+        }
+        int64_t nouter = c->axis_outer ? c->len : nb, ninner = c->axis_outer ? nb : c->len;
+        for (int64_t u = 0; u < nouter; u++)
+            for (int64_t v = 0; v < ninner; v++) {
+                int64_t l = c->axis_outer ? v : u, q = c->axis_outer ? u : v;
+                int64_t j = *(const int64_t *)(line[1][l] + q * c->astride[1]);
+                add_elem(c->dt, line[0][l] + j * c->astride[0], line[2][l] + q * c->astride[2]);
+            }
+    }
 }
 
 static nb_status cpu_scatter_add(nb_tensor *out, int axis, const nb_tensor *index, const nb_tensor *src) {
-    return nb__ref_backend.scatter_add(out, axis, index, src);
+    const nb_tensor *ts[3] = {out, index, src};
+    scatter_ctx c = {.dt = out->dtype, .len = index->shape[axis]};
+    int64_t lines = 1;
+    for (int k = 0; k < 3; k++) {
+        int64_t es = (int64_t)nb_dtype_size(ts[k]->dtype);
+        c.base[k] = nb__ptr(ts[k]);
+        c.astride[k] = ts[k]->stride[axis] * es;
+        for (int d = 0, l = 0; d < index->ndim; d++)
+            if (d != axis) c.lstride[k][l++] = ts[k]->stride[d] * es;
+    }
+    for (int d = 0; d < index->ndim; d++)
+        if (d != axis) {
+            c.lshape[c.nl++] = index->shape[d];
+            lines *= index->shape[d];
+        }
+    if (lines == 0 || c.len == 0) return NB_OK;
+    c.axis_outer = src->stride[axis] != 1;
+    int64_t grain = c.len >= 4096 ? 1 : 4096 / c.len;
+    nb__parallel_for(lines, grain, scatter_lines, &c);
+    return NB_OK;
 }
 
 const nb_backend nb__cpu_backend = {
@@ -413,4 +614,5 @@ const nb_backend nb__cpu_backend = {
     .matmul = cpu_matmul,
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
+    .window = nb__cpu_window,
 };

@@ -10,28 +10,23 @@
 
 void nb__iter_init(nb_iter *it, int nops, const nb_tensor *const *ts) {
     const nb_tensor *o = ts[0];
+    int64_t es[NB_ITER_MAX_OPS];
     it->nops = nops;
     it->ndim = 0;
     it->numel = nb__numel(o);
-    for (int k = 0; k < nops; k++) it->base[k] = nb__ptr(ts[k]);
+    for (int k = 0; k < nops; k++) {
+        it->base[k] = nb__ptr(ts[k]);
+        es[k] = (int64_t)nb_dtype_size(ts[k]->dtype);
+    }
     for (int d = 0; d < o->ndim; d++) {
         if (o->shape[d] == 1) continue;
         int n = it->ndim;
         bool merge = n > 0;
-        for (int k = 0; k < nops && merge; k++) {
-            int64_t es = (int64_t)nb_dtype_size(ts[k]->dtype);
-            merge = it->bstride[k][n - 1] == ts[k]->stride[d] * es * o->shape[d];
-        }
-        if (merge) {
-            it->shape[n - 1] *= o->shape[d];
-            for (int k = 0; k < nops; k++)
-                it->bstride[k][n - 1] = ts[k]->stride[d] * (int64_t)nb_dtype_size(ts[k]->dtype);
-        } else {
-            it->shape[n] = o->shape[d];
-            for (int k = 0; k < nops; k++)
-                it->bstride[k][n] = ts[k]->stride[d] * (int64_t)nb_dtype_size(ts[k]->dtype);
-            it->ndim++;
-        }
+        for (int k = 0; k < nops && merge; k++)
+            merge = it->bstride[k][n - 1] == ts[k]->stride[d] * es[k] * o->shape[d];
+        if (merge) it->shape[n - 1] *= o->shape[d];
+        else it->shape[it->ndim++] = o->shape[d];
+        for (int k = 0; k < nops; k++) it->bstride[k][it->ndim - 1] = ts[k]->stride[d] * es[k];
     }
     if (it->ndim == 0) { /* scalar or all-ones shape: one row of one element */
         it->ndim = 1;
@@ -51,9 +46,8 @@ static void run_range(void *p, int64_t lo, int64_t hi, int tid) {
     const run_ctx *rc = p;
     const nb_iter *it = rc->it;
     int nd = it->ndim, last = nd - 1;
-    int64_t idx[NB_MAX_DIMS];
-    int64_t rem = lo;
-    for (int d = nd - 1; d >= 0; d--) {
+    int64_t idx[NB_MAX_DIMS] = {0};
+    for (int64_t d = nd - 1, rem = lo; d >= 0 && rem > 0; d--) {
         idx[d] = rem % it->shape[d];
         rem /= it->shape[d];
     }

@@ -14,14 +14,25 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- single-precision exp that vectorizes --------------------------------
- * Cody–Waite range reduction x = n ln2 + r, |r| <= ln2/2, then a degree-6
- * polynomial for e^r (Cephes expf coefficients); max error ~2 ulp over
- * [-87.3, 88.7]; overflows to inf and underflows to 0 outside, NaN passes. */
+/* ---- single-precision exp and tanh that vectorize -----------------------
+ * exp: Cody–Waite range reduction x = n ln2 + r, |r| <= ln2/2 (n rounded to
+ * nearest with the 1.5 * 2^23 trick, which needs no SSE4.1 round
+ * instruction), then Cephes expf's degree-6 polynomial for e^r; 2^n is
+ * applied as two halves so that results near FLT_MAX stay finite and results
+ * below FLT_MIN underflow gradually.  Max error ~2 ulp; +inf above
+ * 88.7228, 0 below -104, NaN passes. */
+static inline float nb_pow2i(int32_t n) { /* 2^n for n in [-126, 127] */
+    uint32_t bits = (uint32_t)(n + 127) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
 static inline float nb_expf(float x) {
-    float xc = x > 88.72283905206835f ? 88.72283905206835f : x;
-    xc = xc < -87.33654475055310f ? -87.33654475055310f : xc;
-    float n = __builtin_floorf(xc * 1.44269504088896341f + 0.5f);
+    const float hi = 88.72283905206835f, lo = -104.0f;
+    float xc = x < hi ? x : hi; /* NaN -> hi, so the int conversion below stays defined */
+    xc = xc > lo ? xc : lo;
+    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float r2 = r * r;
@@ -32,14 +43,33 @@ static inline float nb_expf(float x) {
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
     p = p * r2 + r + 1.0f;
-    int32_t e = (int32_t)n + 127;
-    uint32_t bits = (uint32_t)e << 23;
-    float scale;
-    memcpy(&scale, &bits, 4);
-    float y = p * scale;
-    y = x > 88.72283905206835f ? __builtin_inff() : y;
-    y = x < -87.33654475055310f ? 0.0f : y;
+    int32_t ni = (int32_t)n, n1 = ni >> 1; /* floor(n / 2): GCC shifts arithmetically */
+    float y = p * nb_pow2i(n1) * nb_pow2i(ni - n1);
+    y = x > hi ? __builtin_inff() : y;
+    y = x < lo ? 0.0f : y;
     return x != x ? x : y;
+}
+
+/* tanh after Cephes tanhf: an odd polynomial for |x| < 0.625, else
+ * 1 - 2 / (e^{2|x|} + 1) with x's sign (no cancellation there since
+ * tanh(0.625) > 1/2).  Max error ~3 ulp; ±1 at ±inf, NaN passes. */
+static inline float nb_tanhf(float x) {
+    float ax = __builtin_fabsf(x), z = x * x;
+    float p = -5.70498872745E-3f;
+    p = p * z + 2.06390887954E-2f;
+    p = p * z - 5.37397155531E-2f;
+    p = p * z + 1.33314422036E-1f;
+    p = p * z - 3.33332819422E-1f;
+    float small = p * z * x + x;
+    float big = __builtin_copysignf(1.0f - 2.0f / (nb_expf(2.0f * ax) + 1.0f), x);
+    return ax < 0.625f ? small : big;
+}
+
+/* sigmoid from e = e^{-|x|} in (0, 1]: 1/(1+e) for x >= 0, e/(1+e) below,
+ * so tiny results keep their relative accuracy; max error ~3 ulp. */
+static inline float nb_sigmoidf(float x) {
+    float e = nb_expf(-__builtin_fabsf(x)), s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : x != x ? x : e * s;
 }
 
 /* ---- generic loops from ops.def ---------------------------------------- */
@@ -141,15 +171,14 @@ static inline float nb_expf(float x) {
 #define F32_UNARY_SIN F32_DEFAULT
 #define F32_UNARY_COS F32_DEFAULT
 #define F32_UNARY_TAN F32_DEFAULT
-/* tanh(x) = 1 - 2/(e^{2x}+1); relative error ~3 ulp, exact limits at ±inf. */
-#define F32_UNARY_TANH(expr) (fabsf(x) < 0.0625f ? (float)(expr) : 1.0f - 2.0f / (nb_expf(2.0f * x) + 1.0f))
-#define F32_UNARY_SIGMOID(expr) (1.0f / (1.0f + nb_expf(-x)))
+#define F32_UNARY_TANH(expr) nb_tanhf(x)
+#define F32_UNARY_SIGMOID(expr) nb_sigmoidf(x)
 #define F32_UNARY_RELU(expr) (x <= 0.0f ? 0.0f : x)
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
 #define F32_UNARY_ELU F32_DEFAULT
 #define F32_UNARY_GELU F32_DEFAULT
 #define F32_UNARY_GELU_TANH F32_DEFAULT
-#define F32_UNARY_SILU(expr) (x / (1.0f + nb_expf(-x)))
+#define F32_UNARY_SILU(expr) (x * nb_sigmoidf(x))
 #define F32_UNARY_SOFTPLUS F32_DEFAULT
 #define F32_UNARY_ERF F32_DEFAULT
 #define F32_UNARY_FLOOR(expr) __builtin_floorf(x)
@@ -174,6 +203,7 @@ static inline float nb_expf(float x) {
 #define GEN_K_PAD GEN_NONE
 #define GEN_K_CAT GEN_NONE
 #define GEN_K_COMPOSITE GEN_NONE
+#define GEN_K_WINDOW GEN_NONE
 #define NB_OP(E, name, kind, grad, dt, expr) GEN_K_##kind(E, name, dt, expr)
 #include "../../ops/ops.def"
 #undef NB_OP
@@ -196,34 +226,69 @@ static inline float nb_expf(float x) {
         int64_t h = (n / 2 + 7) & ~(int64_t)7;                                             \
         return sum_##T(h, x) + sum_##T(n - h, x + h);                                      \
     }                                                                                      \
-    static void acc_##T(int64_t n, double *restrict acc, const T *restrict x) {            \
-        for (int64_t j = 0; j < n; j++) acc[j] += (double)x[j];                            \
+    static void acc_##T(int64_t n, int64_t rows, int64_t ld, double *restrict acc,         \
+                        const T *restrict x) {                                             \
+        int64_t r = 0;                                                                     \
+        for (; r + 4 <= rows; r += 4) {                                                    \
+            const T *x0 = x + r * ld, *x1 = x0 + ld, *x2 = x1 + ld, *x3 = x2 + ld;         \
+            for (int64_t j = 0; j < n; j++)                                                \
+                acc[j] += ((double)x0[j] + (double)x1[j]) + ((double)x2[j] + (double)x3[j]); \
+        }                                                                                  \
+        for (; r < rows; r++)                                                              \
+            for (int64_t j = 0; j < n; j++) acc[j] += (double)x[r * ld + j];               \
     }
 PAIRWISE(float)
 PAIRWISE(double)
 
-/* ---- GEMM inner kernel: row-major C (+)= A B, blocked for cache, the
- * innermost loop over contiguous columns of B and C vectorizes. ---------- */
-static void gemm_f32(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                     const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate) {
-    enum { KB = 256, NBLK = 512 };
-    if (!accumulate)
-        for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
-    for (int64_t j0 = 0; j0 < n; j0 += NBLK) {
-        int64_t nj = n - j0 < NBLK ? n - j0 : NBLK;
-        for (int64_t p0 = 0; p0 < k; p0 += KB) {
-            int64_t np = k - p0 < KB ? k - p0 : KB;
-            for (int64_t i = 0; i < m; i++) {
-                float *restrict ci = c + i * ldc + j0;
-                for (int64_t p = p0; p < p0 + np; p++) {
-                    float av = a[i * lda + p];
-                    const float *restrict bp = b + p * ldb + j0;
-                    for (int64_t j = 0; j < nj; j++) ci[j] += av * bp[j];
-                }
-            }
-        }
+/* Max / min of n >= 1 contiguous values with NaN propagation, in the
+ * ISA's native vectors (GCC vector extensions: gcc does not vectorize the
+ * NaN-aware form by itself): a running extreme per lane, a NaN mask, and a
+ * final combination.  Which of two equal-valued zeros wins is unspecified. */
+#if defined(__AVX512F__)
+#define NB_VBYTES 64
+#elif defined(__AVX__)
+#define NB_VBYTES 32
+#else
+#define NB_VBYTES 16
+#endif
+typedef float nb_vf32 __attribute__((vector_size(NB_VBYTES)));
+typedef int32_t nb_vm32 __attribute__((vector_size(NB_VBYTES)));
+typedef double nb_vf64 __attribute__((vector_size(NB_VBYTES)));
+typedef int64_t nb_vm64 __attribute__((vector_size(NB_VBYTES)));
+
+#define EXTREME(T, VT, MT, NAME, OP)                                                       \
+    static double NAME##_##T(int64_t n, const void *xv) {                                  \
+        enum { L = NB_VBYTES / sizeof(T) };                                                \
+        const T *x = xv;                                                                   \
+        VT m, v;                                                                           \
+        MT bad = {0};                                                                      \
+        for (int j = 0; j < L; j++) m[j] = x[0];                                           \
+        int64_t i = 0;                                                                     \
+        for (; i + L <= n; i += L) {                                                       \
+            memcpy(&v, x + i, sizeof v);                                                   \
+            MT take = v OP m;                                                              \
+            bad |= v != v;                                                                 \
+            m = (VT)((take & (MT)v) | (~take & (MT)m));                                    \
+        }                                                                                  \
+        T r = m[0];                                                                        \
+        bool nan = false;                                                                  \
+        for (int j = 0; j < L; j++) {                                                      \
+            nan |= bad[j] != 0;                                                            \
+            r = m[j] OP r ? m[j] : r;                                                      \
+        }                                                                                  \
+        for (; i < n; i++) {                                                               \
+            nan |= x[i] != x[i];                                                           \
+            r = x[i] OP r ? x[i] : r;                                                      \
+        }                                                                                  \
+        return nan ? (double)NAN : (double)r;                                              \
     }
-}
+EXTREME(float, nb_vf32, nb_vm32, max, >)
+EXTREME(double, nb_vf64, nb_vm64, max, >)
+EXTREME(float, nb_vf32, nb_vm32, min, <)
+EXTREME(double, nb_vf64, nb_vm64, min, <)
+
+/* ---- GEMM tiles and packing ---- */
+#include "kern_gemm_template.c"
 
 #define NB_TAB_U_UNARY(E) [NB_OP_##E] = {u_##E##_f32, u_##E##_f64},
 #define NB_TAB_B_BINARY(E) [NB_OP_##E] = {b_##E##_f32, b_##E##_f64},
@@ -246,6 +311,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_U_PAD(E)
 #define NB_TAB_U_CAT(E)
 #define NB_TAB_U_COMPOSITE(E)
+#define NB_TAB_U_WINDOW(E)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
@@ -265,6 +331,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_B_PAD(E)
 #define NB_TAB_B_CAT(E)
 #define NB_TAB_B_COMPOSITE(E)
+#define NB_TAB_B_WINDOW(E)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
@@ -272,5 +339,6 @@ const nb_cpu_kernels NB_KTABLE = {
     .sum_f64 = sum_double,
     .acc_f32 = acc_float,
     .acc_f64 = acc_double,
-    .gemm_f32 = gemm_f32,
+    .extreme = {{min_float, min_double}, {max_float, max_double}},
+    .gemm = {NB_GEMM_KERN(f32), NB_GEMM_KERN(f64)},
 };

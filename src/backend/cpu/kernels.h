@@ -15,6 +15,25 @@ typedef void (*nb_k_unary)(int64_t n, char *o, int64_t os, const char *x, int64_
 typedef void (*nb_k_binary)(int64_t n, char *o, int64_t os, const char *a, int64_t as,
                             const char *b, int64_t bs);
 
+/**
+ * One dtype's GEMM register tile and the packing that feeds it.  Element
+ * strides; T is float or double.
+ *  - pack(dst, src, rs, ps, len, kc): copy the len x kc block
+ *    X(r, p) = src[r*rs + p*ps] into ceil(len/R) panels dst[panel][p][r] of
+ *    R = mr (pack_a) or nr (pack_b) rows, zero-padded past len.
+ *  - tile(kc, a, b, ldb, c, ldc, accumulate): C[mr x nr] (rows ldc apart) =
+ *    (accumulate ? C : 0) + sum over p < kc of a[p][i] * b[p*ldb + j] from
+ *    one packed A panel and nr contiguous B values per step, ldb apart (a
+ *    packed B panel: ldb = nr), kc >= 1.
+ */
+typedef struct nb_gemm_kern {
+    int mr, nr;
+    void (*pack_a)(void *dst, const void *src, int64_t rs, int64_t ps, int64_t len, int64_t kc);
+    void (*pack_b)(void *dst, const void *src, int64_t rs, int64_t ps, int64_t len, int64_t kc);
+    void (*tile)(int64_t kc, const void *a, const void *b, int64_t ldb, void *c, int64_t ldc,
+                 bool accumulate);
+} nb_gemm_kern;
+
 typedef struct nb_cpu_kernels {
     const char *isa;
     nb_k_unary unary[NB_OP_COUNT][2];
@@ -22,12 +41,14 @@ typedef struct nb_cpu_kernels {
     /** Sum of n contiguous values, pairwise over blocks, accumulated in double. */
     double (*sum_f32)(int64_t n, const float *x);
     double (*sum_f64)(int64_t n, const double *x);
-    /** acc[j] += x[j] for j < n (column accumulation; acc in double). */
-    void (*acc_f32)(int64_t n, double *acc, const float *x);
-    void (*acc_f64)(int64_t n, double *acc, const double *x);
-    /** C[m,n] (+)= A[m,k] B[k,n] on packed-free row-major panels (see gemm.c). */
-    void (*gemm_f32)(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                     const float *b, int64_t ldb, float *c, int64_t ldc, bool accumulate);
+    /** acc[j] += sum over r < rows of x[r*ld + j], j < n (column sums in double; rows
+     *  are added four at a time, ((x0 + x1) + (x2 + x3)), then one by one). */
+    void (*acc_f32)(int64_t n, int64_t rows, int64_t ld, double *acc, const float *x);
+    void (*acc_f64)(int64_t n, int64_t rows, int64_t ld, double *acc, const double *x);
+    /** [0] min, [1] max of n >= 1 contiguous values (NaN if any is NaN); dtype slot second. */
+    double (*extreme[2][2])(int64_t n, const void *x);
+    /** GEMM building blocks (kern_gemm_template.c), driven by gemm.c; slot 0 = f32, 1 = f64. */
+    nb_gemm_kern gemm[2];
 } nb_cpu_kernels;
 
 extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_avx512;

@@ -1,64 +1,110 @@
 /*
- * pool.c — a persistent pthread worker pool.  Workers sleep on a condition
- * variable between jobs; a job is a range function split into ranges that
- * workers claim with an atomic counter; the submitting thread works too.
- * Thread count: NB_NUM_THREADS, else the online CPU count; nb_set_num_threads.
+ * pool.c — a persistent pthread worker pool.  A job is a range function
+ * split into ranges that workers claim with an atomic counter; the
+ * submitting thread works too.  Thread count: NB_NUM_THREADS, else the
+ * online CPU count; nb_set_num_threads.
+ *
+ * Waking a sleeping thread costs tens of microseconds (more in a VM), longer
+ * than a whole elementwise op on a few hundred thousand elements.  So an
+ * idle worker first spins on the job generation for NB_POOL_SPIN_US and only
+ * then sleeps on a condition variable; the submitter signals the condition
+ * only when someone sleeps.  Between back-to-back ops workers stay awake.
+ *
+ * Publication protocol (all atomics sequentially consistent):
+ *  - `gen` is even when a job is published, odd while the submitter rewrites
+ *    the job fields;
+ *  - a worker that sees a new even gen increments `active`, re-reads gen and
+ *    only runs if it is unchanged; the submitter makes gen odd, then waits
+ *    for `active` to drain before rewriting the fields.  Either the worker
+ *    sees the odd gen and backs off, or the submitter sees it active and
+ *    waits (store-then-load on both sides).
+ *  - sleepers: a worker increments `sleepers` (under mu) before its last
+ *    check of gen; the submitter stores gen before reading `sleepers`, and
+ *    broadcasts under mu when it is nonzero.
  */
 #include "pool.h"
 #include "../../core/internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NB_POOL_MAX 256
+#define NB_POOL_SPIN_US 200
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int nthreads = 1; /* configured count (caller included) */
 static int nworkers;     /* started worker threads */
-static uint64_t generation;
-static int active; /* workers inside run_ranges; job fields change only at 0 */
+static atomic_ulong gen; /* even: job published; odd: job being rewritten */
+static atomic_int active;   /* workers that may be reading the job */
+static atomic_int sleepers; /* workers blocked (or about to block) on `wake` */
 static _Thread_local bool in_worker;
 
 static struct {
     nb_range_fn fn;
     void *ctx;
     int64_t n, nranges;
-    bool fixed; /* fixed chunks: tid = range index */
     atomic_long next, remaining;
 } job;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
 
 static void run_ranges(void) {
     for (;;) {
         long r = atomic_fetch_add(&job.next, 1);
         if (r >= job.nranges) break;
-        int64_t lo = job.n * r / job.nranges, hi = job.n * (r + 1) / job.nranges;
-        job.fn(job.ctx, lo, hi, (int)r);
-        if (atomic_fetch_sub(&job.remaining, 1) == 1) {
-            pthread_mutex_lock(&mu);
-            pthread_cond_broadcast(&done_cv);
-            pthread_mutex_unlock(&mu);
-        }
+        job.fn(job.ctx, job.n * r / job.nranges, job.n * (r + 1) / job.nranges, (int)r);
+        atomic_fetch_sub(&job.remaining, 1);
     }
+}
+
+/* Wait (spinning, then sleeping) until gen differs from `seen` and is even; returns it. */
+static unsigned long wait_for_job(unsigned long seen) {
+    double t0 = 0;
+    for (unsigned spins = 0;; spins++) {
+        unsigned long g = atomic_load(&gen);
+        if (g != seen && !(g & 1)) return g;
+        cpu_relax();
+        if ((spins & 255) != 255) continue;
+        if (t0 == 0) t0 = now_us();
+        else if (now_us() - t0 > NB_POOL_SPIN_US) break;
+    }
+    pthread_mutex_lock(&mu);
+    atomic_fetch_add(&sleepers, 1);
+    unsigned long g;
+    while ((g = atomic_load(&gen)) == seen || (g & 1)) pthread_cond_wait(&wake, &mu);
+    atomic_fetch_sub(&sleepers, 1);
+    pthread_mutex_unlock(&mu);
+    return g;
 }
 
 static void *worker(void *arg) {
     (void)arg;
     in_worker = true;
-    uint64_t seen = 0;
+    unsigned long seen = 0;
     for (;;) {
-        pthread_mutex_lock(&mu);
-        while (generation == seen) pthread_cond_wait(&wake, &mu);
-        seen = generation;
-        active++;
-        pthread_mutex_unlock(&mu);
-        run_ranges();
-        pthread_mutex_lock(&mu);
-        if (--active == 0) pthread_cond_broadcast(&done_cv);
-        pthread_mutex_unlock(&mu);
+        unsigned long g = wait_for_job(seen);
+        atomic_fetch_add(&active, 1);
+        if (atomic_load(&gen) == g) { /* the job is still the one we saw: run it */
+            run_ranges();
+            seen = g;
+        }
+        atomic_fetch_sub(&active, 1);
     }
     return NULL;
 }
@@ -94,27 +140,37 @@ void nb_set_num_threads(int n) {
     pthread_mutex_unlock(&submit_mu);
 }
 
+/* Spin briefly, then yield the CPU (the thread we wait for may need it). */
+static void backoff(unsigned *spins) {
+    if (++*spins < 4096) cpu_relax();
+    else sched_yield();
+}
+
 static void submit(int64_t n, int64_t nranges, nb_range_fn fn, void *ctx) {
     pthread_mutex_lock(&submit_mu);
     ensure_workers(nthreads - 1);
-    pthread_mutex_lock(&mu);
-    while (active > 0) pthread_cond_wait(&done_cv, &mu); /* stragglers of the last job */
+    unsigned long g = atomic_load(&gen);
+    atomic_store(&gen, g + 1); /* odd: the job is being rewritten */
+    unsigned spins = 0;
+    while (atomic_load(&active) > 0) backoff(&spins); /* stragglers of the last job */
     job.fn = fn;
     job.ctx = ctx;
     job.n = n;
     job.nranges = nranges;
     atomic_store(&job.next, 0);
     atomic_store(&job.remaining, nranges);
-    generation++;
-    pthread_cond_broadcast(&wake);
-    pthread_mutex_unlock(&mu);
+    atomic_store(&gen, g + 2);
+    if (atomic_load(&sleepers) > 0) {
+        pthread_mutex_lock(&mu);
+        pthread_cond_broadcast(&wake);
+        pthread_mutex_unlock(&mu);
+    }
     bool was = in_worker;
     in_worker = true; /* nested parallel calls from fn run inline */
     run_ranges();
     in_worker = was;
-    pthread_mutex_lock(&mu);
-    while (atomic_load(&job.remaining) > 0) pthread_cond_wait(&done_cv, &mu);
-    pthread_mutex_unlock(&mu);
+    spins = 0;
+    while (atomic_load(&job.remaining) > 0) backoff(&spins);
     pthread_mutex_unlock(&submit_mu);
 }
 

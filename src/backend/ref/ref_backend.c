@@ -136,6 +136,91 @@ static nb_status ref_scatter_add(nb_tensor *out, int axis, const nb_tensor *inde
     return NB_OK;
 }
 
+/* ---- sliding windows: x and out are contiguous (backend.h) ---- */
+
+static double load_at(const nb_tensor *t, int64_t i) {
+    return nb__load(nb__ptr(t) + i * (int64_t)nb_dtype_size(t->dtype), t->dtype);
+}
+static void store_at(nb_tensor *t, int64_t i, double v) {
+    nb__store(nb__ptr(t) + i * (int64_t)nb_dtype_size(t->dtype), t->dtype, v);
+}
+
+/* unfold (cols = taps of img) or, when fold, img += taps from cols (img zeroed first). */
+static void ref_im2col(bool fold, nb_tensor *cols, nb_tensor *img, const nb_window2d *w) {
+    int64_t N = img->shape[0], C = img->shape[1], H = img->shape[2], W = img->shape[3];
+    int64_t KH = w->kernel[0], KW = w->kernel[1];
+    int64_t OH = nb__window_out(H, KH, w->stride[0], w->padding[0], w->dilation[0]);
+    int64_t OW = nb__window_out(W, KW, w->stride[1], w->padding[1], w->dilation[1]);
+    if (fold)
+        for (int64_t i = 0; i < nb__numel(img); i++) store_at(img, i, 0);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < KH; p++)
+                for (int64_t q = 0; q < KW; q++)
+                    for (int64_t i = 0; i < OH; i++)
+                        for (int64_t j = 0; j < OW; j++) {
+                            int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0];
+                            int64_t x = j * w->stride[1] - w->padding[1] + q * w->dilation[1];
+                            int64_t ci = ((n * C + c) * KH * KW + p * KW + q) * OH * OW + i * OW + j;
+                            int64_t ii = ((n * C + c) * H + h) * W + x;
+                            bool inside = h >= 0 && h < H && x >= 0 && x < W;
+                            if (fold && inside) store_at(img, ii, load_at(img, ii) + load_at(cols, ci));
+                            else if (!fold) store_at(cols, ci, inside ? load_at(img, ii) : 0);
+                        }
+}
+
+/* Window maxima; torch's rule: start at the first tap inside x, a later tap wins when larger or NaN. */
+static void ref_max_pool(nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
+    int64_t OH = out->shape[2], OW = out->shape[3];
+    int64_t *ix = idx ? (int64_t *)nb__ptr(idx) : NULL;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < OW; j++) {
+                    double best = -INFINITY;
+                    int64_t arg = -1;
+                    for (int64_t p = 0; p < w->kernel[0]; p++)
+                        for (int64_t q = 0; q < w->kernel[1]; q++) {
+                            int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0];
+                            int64_t y = j * w->stride[1] - w->padding[1] + q * w->dilation[1];
+                            if (h < 0 || h >= H || y < 0 || y >= W) continue;
+                            double v = load_at(x, ((n * C + c) * H + h) * W + y);
+                            if (arg < 0) arg = h * W + y;
+                            if (v > best || v != v) {
+                                best = v;
+                                arg = h * W + y;
+                            }
+                        }
+                    int64_t o = ((n * C + c) * OH + i) * OW + j;
+                    store_at(out, o, best);
+                    if (ix) ix[o] = arg;
+                }
+}
+
+static void ref_max_unpool(nb_tensor *out, const nb_tensor *idx, const nb_tensor *x) {
+    int64_t planes = x->shape[0] * x->shape[1], in = x->shape[2] * x->shape[3];
+    int64_t outp = out->shape[2] * out->shape[3];
+    const int64_t *ix = (const int64_t *)nb__ptr(idx);
+    for (int64_t i = 0; i < nb__numel(out); i++) store_at(out, i, 0);
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t k = 0; k < in; k++) {
+            int64_t o = pl * outp + ix[pl * in + k];
+            store_at(out, o, load_at(out, o) + load_at(x, pl * in + k));
+        }
+}
+
+static nb_status ref_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
+    switch (op) {
+    case NB_OP_UNFOLD: ref_im2col(false, out, (nb_tensor *)x, w); break;
+    case NB_OP_FOLD: ref_im2col(true, (nb_tensor *)x, out, w); break;
+    case NB_OP_MAX_POOL2D: ref_max_pool(out, idx, x, w); break;
+    case NB_OP_MAX_UNPOOL2D: ref_max_unpool(out, idx, x); break;
+    default: NB_ASSERT(0 && "not a window op");
+    }
+    return NB_OK;
+}
+
 const nb_backend nb__ref_backend = {
     .name = "ref",
     .type = NB_DEVICE_REF,
@@ -148,4 +233,5 @@ const nb_backend nb__ref_backend = {
     .matmul = ref_matmul,
     .gather = ref_gather,
     .scatter_add = ref_scatter_add,
+    .window = ref_window,
 };

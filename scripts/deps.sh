@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# deps.sh — install the Debian packages nabla needs, only when missing (run as root on Debian).
+# Usage: scripts/deps.sh [build|test|main|golden]...
+set -euo pipefail
+want=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libpng-dev)
+for role in "$@"; do
+  case "$role" in
+    build) ;;
+    test) want+=(libcmocka-dev python3 python3-venv python3-numpy) ;;
+    main) want+=(dataset-fashion-mnist) ;;
+    golden) want+=(python3-torch python3-numpy) ;;
+    bench) want+=(libopenblas-dev python3-torch python3-numpy) ;;
+    *) echo "deps.sh: unknown role '$role'" >&2; exit 2 ;;
+  esac
+done
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "deps.sh: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,209 @@
+/*
+ * conv_kernels.c — the CPU backend's sliding-window kernels (backend.h
+ * `window`): im2col / col2im and max pooling / unpooling on f32 planes,
+ * one [H, W] plane per work item across the thread pool.  Each output
+ * element is produced by one thread in a fixed order, so results do not
+ * depend on the thread count.  Other dtypes use the reference kernels.
+ */
+#include "../backend.h"
+#include "conv_kernels.h"
+#include "pool.h"
+
+#include <math.h>
+#include <string.h>
+
+/* The row loops are compiled for AVX-512, AVX2 and the baseline; the loader picks one for the running CPU. */
+#define NB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+typedef struct win_ctx {
+    nb_op op;
+    const float *x;
+    float *out;
+    int64_t *idx;
+    nb_window2d w;
+    int64_t H, W, OH, OW; /* image plane [H, W]; window grid [OH, OW] */
+} win_ctx;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Output columns [*j0, *j1) whose tap at column offset off = q*dil - pad lands inside [0, W). */
+static void inside_range(const win_ctx *c, int64_t off, int64_t *j0, int64_t *j1) {
+    int64_t s = c->w.stride[1];
+    *j0 = clamp64(ceil_div(-off, s), 0, c->OW);
+    *j1 = clamp64(ceil_div(c->W - off, s), *j0, c->OW);
+}
+
+/* One plane: cols rows (p, q) x [OH*OW] <-> img [H, W].  fold adds taps into img (zeroed here).
+ * Rows are short (OW floats), so plain loops beat memcpy / memset calls. */
+NB_SIMD_CLONES static void im2col_plane(const win_ctx *c, float *cols, float *img, bool fold) {
+    const nb_window2d *w = &c->w;
+    int64_t L = c->OH * c->OW, OW = c->OW;
+    if (fold) memset(img, 0, sizeof(float) * (size_t)(c->H * c->W));
+    for (int64_t p = 0; p < w->kernel[0]; p++)
+        for (int64_t q = 0; q < w->kernel[1]; q++) {
+            float *row = cols + (p * w->kernel[1] + q) * L;
+            int64_t off = q * w->dilation[1] - w->padding[1], j0, j1, s = w->stride[1];
+            inside_range(c, off, &j0, &j1);
+            for (int64_t i = 0; i < c->OH; i++) {
+                int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0];
+                float *restrict r = row + i * OW;
+                bool in_h = h >= 0 && h < c->H;
+                int64_t base = h * c->W + off; /* image position of output column 0 */
+                if (fold) {
+                    if (!in_h) continue;
+                    for (int64_t j = j0; j < j1; j++) img[base + j * s] += r[j];
+                    continue;
+                }
+                if (!in_h) {
+                    for (int64_t j = 0; j < OW; j++) r[j] = 0;
+                    continue;
+                }
+                const float *restrict src = img + base;
+                for (int64_t j = 0; j < j0; j++) r[j] = 0;
+                if (s == 1)
+                    for (int64_t j = j0; j < j1; j++) r[j] = src[j];
+                else
+                    for (int64_t j = j0; j < j1; j++) r[j] = src[j * s];
+                for (int64_t j = j1; j < OW; j++) r[j] = 0;
+            }
+        }
+}
+
+/* torch's max-pool rule over a window's taps (positions first + off[t], t < n, in row-major tap order):
+ * start at the first tap, a later tap wins when larger or NaN.  So the value is the maximum (NaN if any
+ * tap is NaN) and the position the first tap holding it, or the last NaN.  Two passes keep the
+ * data-dependent choices out of branches: the value by selects, then (when arg is not NULL) the position
+ * by integer masks. */
+static inline float taps_max(const float *x, int64_t first, const int64_t *off, int n, int64_t *arg) {
+    float best = x[first + off[0]];
+    int nan = best != best;
+    for (int t = 1; t < n; t++) {
+        float v = x[first + off[t]];
+        nan |= v != v;
+        best = v > best ? v : best; /* maxss */
+    }
+    best = nan ? NAN : best;
+    if (!arg) return best;
+    int64_t pos = first + off[0];
+    if (best != best) /* the last NaN: ascending, each NaN overwrites */
+        for (int t = 0; t < n; t++) {
+            int64_t at = first + off[t], m = -(int64_t)(x[at] != x[at]);
+            pos = (at & m) | (pos & ~m);
+        }
+    else /* the first maximum: descending, each match overwrites */
+        for (int t = n - 1; t >= 0; t--) {
+            int64_t at = first + off[t], m = -(int64_t)(x[at] == best);
+            pos = (at & m) | (pos & ~m);
+        }
+    *arg = pos;
+    return best;
+}
+
+/* Taps [*t0, *t1) of a window starting at `start` (stride dil, k taps) that land inside [0, n). */
+static void taps_inside(int64_t start, int64_t k, int64_t dil, int64_t n, int64_t *t0, int64_t *t1) {
+    *t0 = clamp64(ceil_div(-start, dil), 0, k);
+    *t1 = clamp64(ceil_div(n - start, dil), *t0, k);
+}
+
+#define MAX_TAPS 256
+
+/* Offsets (from tap (p0, q0)) of the taps p in [p0, p1), q in [q0, q1); their count, or 0 when too many. */
+static int tap_offsets(const win_ctx *c, int64_t p0, int64_t p1, int64_t q0, int64_t q1, int64_t *off) {
+    if ((p1 - p0) * (q1 - q0) > MAX_TAPS) return 0;
+    int n = 0;
+    for (int64_t p = 0; p < p1 - p0; p++)
+        for (int64_t q = 0; q < q1 - q0; q++) off[n++] = p * c->w.dilation[0] * c->W + q * c->w.dilation[1];
+    return n;
+}
+
+/* One window of a plane with taps p in [p0, p1), q in [q0, q1) inside x, its tap (0, 0) at image position base. */
+static float window_max(const win_ctx *c, const float *x, int64_t base, int64_t p0, int64_t p1, int64_t q0,
+                        int64_t q1, int64_t *arg) {
+    int64_t first = base + p0 * c->w.dilation[0] * c->W + q0 * c->w.dilation[1], off[MAX_TAPS];
+    int n = tap_offsets(c, p0, p1, q0, q1, off);
+    if (n) return taps_max(x, first, off, n, arg);
+    float best = x[first]; /* more than MAX_TAPS taps: the rule, tap by tap */
+    int64_t pos = first;
+    for (int64_t p = p0; p < p1; p++)
+        for (int64_t q = q0; q < q1; q++) {
+            int64_t at = base + p * c->w.dilation[0] * c->W + q * c->w.dilation[1];
+            if (x[at] > best || x[at] != x[at]) {
+                best = x[at];
+                pos = at;
+            }
+        }
+    if (arg) *arg = pos;
+    return best;
+}
+
+/* One plane of max pooling: interior windows share one offset table per row; border windows clip theirs. */
+static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t *idx) {
+    const nb_window2d *w = &c->w;
+    int64_t j0, j1, k0, k1, last = (w->kernel[1] - 1) * w->dilation[1] - w->padding[1], off[MAX_TAPS];
+    inside_range(c, -w->padding[1], &j0, &j1); /* columns whose first tap is inside ... */
+    inside_range(c, last, &k0, &k1);           /* ... and whose last tap is inside */
+    j0 = j0 > k0 ? j0 : k0;
+    j1 = j1 < k1 ? j1 : k1;
+    for (int64_t i = 0; i < c->OH; i++) {
+        int64_t h = i * w->stride[0] - w->padding[0], p0, p1;
+        taps_inside(h, w->kernel[0], w->dilation[0], c->H, &p0, &p1);
+        int n = tap_offsets(c, p0, p1, 0, w->kernel[1], off);
+        for (int64_t j = 0; j < c->OW; j++) {
+            int64_t y = j * w->stride[1] - w->padding[1], q0, q1, o = i * c->OW + j;
+            int64_t *arg = idx ? &idx[o] : NULL;
+            if (n && j >= j0 && j < j1) { /* a constant count lets the common 2x2 window unroll */
+                int64_t first = (h + p0 * w->dilation[0]) * c->W + y;
+                out[o] = n == 4 ? taps_max(x, first, off, 4, arg) : taps_max(x, first, off, n, arg);
+                continue;
+            }
+            taps_inside(y, w->kernel[1], w->dilation[1], c->W, &q0, &q1);
+            out[o] = window_max(c, x, h * c->W + y, p0, p1, q0, q1, arg);
+        }
+    }
+}
+
+static void window_planes(void *p, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    const win_ctx *c = p;
+    int64_t kk = c->w.kernel[0] * c->w.kernel[1], L = c->OH * c->OW, img = c->H * c->W;
+    for (int64_t pl = lo; pl < hi; pl++) {
+        switch (c->op) {
+        case NB_OP_UNFOLD: im2col_plane(c, c->out + pl * kk * L, (float *)c->x + pl * img, false); break;
+        case NB_OP_FOLD: im2col_plane(c, (float *)c->x + pl * kk * L, c->out + pl * img, true); break;
+        case NB_OP_MAX_POOL2D:
+            max_pool_plane(c, c->x + pl * img, c->out + pl * L, c->idx ? c->idx + pl * L : NULL);
+            break;
+        case NB_OP_MAX_UNPOOL2D: { /* x is the pooled [OH, OW] grid here, out the [H, W] image */
+            float *o = c->out + pl * img;
+            const float *x = c->x + pl * L;
+            const int64_t *ix = c->idx + pl * L;
+            memset(o, 0, sizeof(float) * (size_t)img);
+            for (int64_t k = 0; k < L; k++) o[ix[k]] += x[k];
+            break;
+        }
+        default: NB_ASSERT(0 && "not a window op");
+        }
+    }
+}
+
+nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
+    if (x->dtype != NB_F32) return nb__ref_backend.window(op, out, idx, x, w);
+    /* the image side is x for UNFOLD / MAX_POOL2D, out for FOLD / MAX_UNPOOL2D */
+    const nb_tensor *img = op == NB_OP_UNFOLD || op == NB_OP_MAX_POOL2D ? x : out;
+    const nb_tensor *grid = img == x ? out : x;
+    win_ctx c = {.op = op, .x = (const float *)nb__ptr(x), .out = (float *)nb__ptr(out),
+                 .idx = idx ? (int64_t *)nb__ptr(idx) : NULL, .H = img->shape[2],
+                 .W = img->shape[3]};
+    if (op == NB_OP_MAX_UNPOOL2D) {
+        c.OH = grid->shape[2];
+        c.OW = grid->shape[3];
+    } else {
+        c.w = *w;
+        c.OH = nb__window_out(c.H, w->kernel[0], w->stride[0], w->padding[0], w->dilation[0]);
+        c.OW = nb__window_out(c.W, w->kernel[1], w->stride[1], w->padding[1], w->dilation[1]);
+    }
+    int64_t planes = img->shape[0] * img->shape[1], work = nb__numel(grid) / (planes ? planes : 1);
+    nb__parallel_for(planes, work >= 16384 ? 1 : 16384 / (work ? work : 1), window_planes, &c);
+    return NB_OK;
+}

@@ -1,0 +1,154 @@
+/*
+ * gemm.c — the CPU backend's GEMM driver: Goto/BLIS-style cache blocking
+ * around the per-ISA register tiles and packing of kern_gemm_template.c,
+ * threaded over tiles of C.
+ *
+ * Loops, outermost first, for one thread's block of C (Goto & van de Geijn,
+ * "Anatomy of high-performance matrix multiplication", TOMS 2008, with the
+ * roles of A and B swapped because our tiles are row-major):
+ *   jc over n by NC
+ *   pc over k by kc   kc = k split into equal blocks of at most KC;
+ *                     B block (kc x NC) packed, stays in L2
+ *   ic over m by MC   A block (MC x kc) packed
+ *   ir over MC by mr  A micro-panel (kc x mr) stays in L1
+ *   jr over NC by nr  B micro-panels stream from L2 through the tile kernel
+ * Threads take disjoint rectangles of C (a grid of whole tiles) and pack
+ * their own operands; K is never split, so every C element is the same FMA
+ * chain for any thread count (B5).
+ */
+#include "gemm.h"
+#include "kernels.h"
+#include "pool.h"
+
+#include <string.h>
+
+/* Cache blocks in elements, per dtype slot (f32, f64): the A micro-panel
+ * (KC x mr, 16 KiB) fits a 32 KiB L1d, the B block (KC x NC) a 1 MiB L2.
+ * Chosen by sweeping KC 128..512, NC 256..1024, MC 64..256 on Zen 4 (best of
+ * 25 runs in CPU time; see bench/RESULTS_gemm.md). */
+static const int64_t KC[2] = {512, 256}, MC[2] = {128, 128}, NC[2] = {512, 512};
+/* Blocks of at most this many rows read row-major B in place (measured: a
+ * gain up to about 384 rows, a loss from 512). */
+enum { DIRECT_M = 256 };
+
+enum { TILE_MAX = 2048 }; /* elements of the widest register tile (edge buffer) */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int slot_of(nb_dtype dt) { return dt == NB_F64; }
+
+/* k split into equal blocks of at most KC: fewer ragged C updates. */
+static int64_t kc_of(int s, int64_t k) { return ceil_div(k, ceil_div(k, KC[s])); }
+
+size_t nb__gemm_ws_size(const nb_gemm *g) {
+    int s = slot_of(g->dt);
+    const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[s];
+    int64_t kc = g->k > 0 ? kc_of(s, g->k) : 0;
+    int64_t mc = ceil_div(min64(MC[s], g->m), kk->mr) * kk->mr;
+    int64_t nc = ceil_div(min64(NC[s], g->n), kk->nr) * kk->nr;
+    size_t bytes = (size_t)((mc + nc) * kc) * nb_dtype_size(g->dt);
+    return (bytes + 63) & ~(size_t)63;
+}
+
+/* One tile of C at (i, j) with rows x cols valid: straight into C when whole,
+ * else through a buffer so the kernel still writes a full mr x nr tile. */
+static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *ap, const char *bp,
+                    int64_t ldb, char *c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
+    if (rows == kk->mr && cols == kk->nr) {
+        kk->tile(kc, ap, bp, ldb, c, ldc, accumulate);
+        return;
+    }
+    _Alignas(64) char buf[TILE_MAX * sizeof(double)];
+    memset(buf, 0, (size_t)(kk->mr * kk->nr) * es);
+    size_t row_bytes = (size_t)cols * es, buf_ld = (size_t)kk->nr * es;
+    if (accumulate)
+        for (int64_t i = 0; i < rows; i++) memcpy(buf + i * buf_ld, c + i * ldc * es, row_bytes);
+    kk->tile(kc, ap, bp, ldb, buf, kk->nr, accumulate);
+    for (int64_t i = 0; i < rows; i++) memcpy(c + i * ldc * es, buf + i * buf_ld, row_bytes);
+}
+
+/* C[i0:i1, j0:j1] on the calling thread, packing into ws.  When B's rows are
+ * contiguous and the block has at most DIRECT_M rows, the tiles read whole
+ * nr-column panels of B in place: too few A panels would reuse a packed copy
+ * to pay for it.  A ragged last panel is still packed (zero-padded). */
+static void gemm_block(const nb_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, char *ws) {
+    int s = slot_of(g->dt);
+    const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[s];
+    int64_t es = (int64_t)nb_dtype_size(g->dt), kcb = kc_of(s, g->k);
+    bool direct = g->bcs == 1 && i1 - i0 <= DIRECT_M;
+    char *bpack = ws, *apack = ws + ceil_div(min64(NC[s], g->n), kk->nr) * kk->nr * kcb * es;
+    for (int64_t jc = j0; jc < j1; jc += NC[s]) {
+        int64_t nc = min64(NC[s], j1 - jc), nd = direct ? nc - nc % kk->nr : 0; /* nd: read in place */
+        for (int64_t pc = 0; pc < g->k; pc += kcb) {
+            int64_t kc = min64(kcb, g->k - pc);
+            const char *bsrc = (const char *)g->b + (pc * g->brs + jc * g->bcs) * es;
+            if (nd < nc) kk->pack_b(bpack + nd * kc * es, bsrc + nd * g->bcs * es, g->bcs, g->brs, nc - nd, kc);
+            for (int64_t ic = i0; ic < i1; ic += MC[s]) {
+                int64_t mc = min64(MC[s], i1 - ic);
+                kk->pack_a(apack, (const char *)g->a + (ic * g->ars + pc * g->acs) * es, g->ars, g->acs, mc, kc);
+                for (int64_t ir = 0; ir < mc; ir += kk->mr)
+                    for (int64_t jr = 0; jr < nc; jr += kk->nr)
+                        tile_at(kk, (size_t)es, kc, apack + ir * kc * es,
+                                jr < nd ? bsrc + jr * es : bpack + jr * kc * es, jr < nd ? g->brs : kk->nr,
+                                (char *)g->c + ((ic + ir) * g->ldc + jc + jr) * es, g->ldc,
+                                min64(kk->mr, mc - ir), min64(kk->nr, nc - jr), pc > 0);
+            }
+        }
+    }
+}
+
+typedef struct part_ctx {
+    const nb_gemm *g;
+    char *ws;
+    size_t ws_stride;
+    int tm, tn;            /* thread grid over (m, n) */
+    int64_t pm, pn, mr, nr; /* tile counts and sizes */
+} part_ctx;
+
+static void gemm_part(void *p, int64_t lo, int64_t hi, int tid) {
+    const part_ctx *c = p;
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t ti = r / c->tn, tj = r % c->tn;
+        int64_t i0 = ti * c->pm / c->tm * c->mr, i1 = min64(c->g->m, (ti + 1) * c->pm / c->tm * c->mr);
+        int64_t j0 = tj * c->pn / c->tn * c->nr, j1 = min64(c->g->n, (tj + 1) * c->pn / c->tn * c->nr);
+        gemm_block(c->g, i0, i1, j0, j1, c->ws + (size_t)r * c->ws_stride);
+    }
+    (void)tid;
+}
+
+/* Thread grid tm x tn <= threads minimizing the slowest thread's estimated
+ * cycles: its tiles' FMAs (16 lanes a cycle), its packing (about an element
+ * a cycle, counting the operand every thread in its row/column re-packs),
+ * and a fixed cost for waking the pool. */
+static void choose_grid(part_ctx *c, int threads) {
+    const nb_gemm *g = c->g;
+    double best = 0;
+    c->tm = c->tn = 1;
+    for (int tm = 1; tm <= threads && tm <= c->pm; tm++)
+        for (int tn = 1; tm * tn <= threads && tn <= c->pn; tn++) {
+            double rows = (double)ceil_div(c->pm, tm) * (double)c->mr;
+            double cols = (double)ceil_div(c->pn, tn) * (double)c->nr;
+            double cost = rows * cols * (double)g->k / 16 + (rows + cols) * (double)g->k +
+                          (tm * tn > 1 ? 20000.0 : 0.0);
+            if (best == 0 || cost < best) {
+                best = cost;
+                c->tm = tm;
+                c->tn = tn;
+            }
+        }
+}
+
+void nb__gemm(const nb_gemm *g, void *ws, int threads) {
+    size_t es = nb_dtype_size(g->dt);
+    if (g->m == 0 || g->n == 0) return;
+    if (g->k == 0) {
+        for (int64_t i = 0; i < g->m; i++) memset((char *)g->c + i * g->ldc * (int64_t)es, 0, (size_t)g->n * es);
+        return;
+    }
+    const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[slot_of(g->dt)];
+    NB_ASSERT(kk->mr * kk->nr <= TILE_MAX);
+    part_ctx c = {.g = g, .ws = ws, .ws_stride = nb__gemm_ws_size(g), .mr = kk->mr, .nr = kk->nr,
+                  .pm = ceil_div(g->m, kk->mr), .pn = ceil_div(g->n, kk->nr)};
+    choose_grid(&c, threads < 1 ? 1 : threads);
+    nb__parallel_chunks(c.tm * c.tn, c.tm * c.tn, gemm_part, &c);
+}

@@ -1,0 +1,410 @@
+/*
+ * conv.c — convolution and pooling (O8): the sliding-window primitives that
+ * run on the backend's `window` kernel (unfold, fold, max_pool2d,
+ * max_unpool2d) and the composites built on them (conv2d as unfold + a
+ * batched matmul per group, conv1d, avg_pool2d).  Every public function
+ * takes batched [N, C, H, W] or unbatched [C, H, W] images.
+ */
+#include "../backend/backend.h"
+#include "conv.h"
+
+#define WIN_LIMIT ((int64_t)1 << 30)
+#define WIN_FMT "kernel (%lld, %lld) stride (%lld, %lld) padding (%lld, %lld) dilation (%lld, %lld)"
+#define WIN_ARGS(w)                                                                              \
+    (long long)(w)->kernel[0], (long long)(w)->kernel[1], (long long)(w)->stride[0],             \
+        (long long)(w)->stride[1], (long long)(w)->padding[0], (long long)(w)->padding[1],       \
+        (long long)(w)->dilation[0], (long long)(w)->dilation[1]
+
+/* ---- validation ---- */
+
+static bool window_valid(const char *op, const nb_window2d *w) {
+    for (int k = 0; k < 2; k++) {
+        bool ok = w->kernel[k] >= 1 && w->stride[k] >= 1 && w->dilation[k] >= 1 && w->padding[k] >= 0 &&
+                  w->kernel[k] <= WIN_LIMIT && w->stride[k] <= WIN_LIMIT && w->dilation[k] <= WIN_LIMIT &&
+                  w->padding[k] <= WIN_LIMIT;
+        if (!ok) {
+            nb__error(NB_ERR_ARG, "%s: invalid window " WIN_FMT ": kernel, stride and dilation must be in [1, 2^30], padding in [0, 2^30]",
+                      op, WIN_ARGS(w));
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool float_input(const char *op, const nb_tensor *x) {
+    if (nb_dtype_is_float(x->dtype)) return true;
+    nb__error(NB_ERR_DTYPE, "%s: expected a float dtype, got %s", op, nb_dtype_name(x->dtype));
+    return false;
+}
+
+static bool rank_is(const char *op, const nb_tensor *x, int ndim, const char *layout) {
+    if (x->ndim == ndim) return true;
+    nb__error(NB_ERR_SHAPE, "%s: expected a %d-D %s input, got %s", op, ndim, layout, NB_SHAPE_STR(x));
+    return false;
+}
+
+/* Output size of window w over the trailing [H, W] of x into out[2]; NB_ERR_SHAPE when empty. */
+static bool window_out(const char *op, const int64_t *hw, const nb_window2d *w, int64_t *out) {
+    for (int k = 0; k < 2; k++) {
+        out[k] = nb__window_out(hw[k], w->kernel[k], w->stride[k], w->padding[k], w->dilation[k]);
+        if (out[k] < 1) {
+            nb__error(NB_ERR_SHAPE, "%s: input plane %lldx%lld is smaller than the window " WIN_FMT, op,
+                      (long long)hw[0], (long long)hw[1], WIN_ARGS(w));
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Pooling padding limit (torch): padding <= span / 2 with span the (dilated) kernel extent. */
+static bool pool_padding_ok(const char *op, const nb_window2d *w) {
+    for (int k = 0; k < 2; k++)
+        if (w->padding[k] > (w->dilation[k] * (w->kernel[k] - 1) + 1) / 2) {
+            nb__error(NB_ERR_ARG, "%s: padding must be at most half the effective kernel, got " WIN_FMT, op,
+                      WIN_ARGS(w));
+            return false;
+        }
+    return true;
+}
+
+/* True when each of the `out` windows along one axis has a tap inside [0, in) (only dilation leaves gaps). */
+static bool taps_cover(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t out) {
+    for (int64_t i = 0; dil > 1 && i < out; i++) {
+        int64_t start = i * stride - pad, p = start < 0 ? (-start + dil - 1) / dil : 0;
+        if (p >= k || start + p * dil >= in) return false;
+    }
+    return true;
+}
+
+/* a * b * c into *out; false with NB_ERR_OVERFLOW naming op. */
+static bool mul3(const char *op, int64_t a, int64_t b, int64_t c, int64_t *out) {
+    if (__builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out)) {
+        nb__error(NB_ERR_OVERFLOW, "%s: size %lld x %lld x %lld overflows int64", op, (long long)a, (long long)b,
+                  (long long)c);
+        return false;
+    }
+    return true;
+}
+
+/* ---- the window primitives (unscoped results) ---- */
+
+/* A contiguous version of x (unrecorded). */
+static nb_tensor *dense(nb_tensor *x) {
+    if (nb_is_contiguous(x)) return nb_retain(x);
+    nb_tensor *c = nb__tensor_new(x->shape, x->ndim, x->dtype, x->storage->device);
+    if (c && nb__backend_of(x)->copy(c, x) != NB_OK) {
+        nb_release(c);
+        c = NULL;
+    }
+    return c;
+}
+
+/* Run the backend's window kernel `op` from x (made contiguous) into a fresh tensor of oshape. */
+static nb_tensor *run_window(nb_op op, nb_tensor *x, nb_tensor *idx, const int64_t *oshape, int ond,
+                             const nb_window2d *w) {
+    const char *name = nb__ops[op].name;
+    const nb_backend *be = nb__backend_common(name, (nb_tensor *[]){x, idx}, idx ? 2 : 1);
+    if (!be) return NULL;
+    if (!be->window) {
+        nb__error(NB_ERR_UNSUPPORTED, "%s: backend '%s' has no sliding-window kernels", name, be->name);
+        return NULL;
+    }
+    nb_tensor *xc = dense(x);
+    nb_tensor *out = xc ? nb__tensor_new(oshape, ond, x->dtype, x->storage->device) : NULL;
+    if (out && be->window(op, out, idx, xc, w) != NB_OK) {
+        nb_release(out);
+        out = NULL;
+    }
+    nb_release(xc);
+    return out;
+}
+
+static nb_tensor *unfold_prim(nb_tensor *x, const nb_window2d *w) {
+    const char *op = "unfold";
+    int64_t o[2], rows, cols;
+    if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, H, W]") || !window_valid(op, w) ||
+        !window_out(op, x->shape + 2, w, o) || !mul3(op, x->shape[1], w->kernel[0], w->kernel[1], &rows) ||
+        !mul3(op, o[0], o[1], 1, &cols))
+        return NULL;
+    nb_tensor *out = run_window(NB_OP_UNFOLD, x, NULL, (int64_t[]){x->shape[0], rows, cols}, 3, w);
+    if (out && nb__should_record(&x, 1)) {
+        nb_attrs a = {0};
+        nb__window_to_attrs(&a, w);
+        out = nb__record(out, NB_OP_UNFOLD, &x, 1, &a);
+    }
+    return out;
+}
+
+static nb_tensor *fold_prim(nb_tensor *cols, int64_t out_h, int64_t out_w, const nb_window2d *w) {
+    const char *op = "fold";
+    int64_t o[2], kk, l;
+    if (!float_input(op, cols) || !rank_is(op, cols, 3, "[N, C*KH*KW, L]") || !window_valid(op, w))
+        return NULL;
+    if (out_h < 1 || out_w < 1 || out_h > WIN_LIMIT || out_w > WIN_LIMIT) {
+        nb__error(NB_ERR_ARG, "fold: output size %lldx%lld must be in [1, 2^30]", (long long)out_h, (long long)out_w);
+        return NULL;
+    }
+    if (!window_out(op, (int64_t[]){out_h, out_w}, w, o) || !mul3(op, w->kernel[0], w->kernel[1], 1, &kk) ||
+        !mul3(op, o[0], o[1], 1, &l))
+        return NULL;
+    if (cols->shape[1] % kk != 0 || cols->shape[2] != l) {
+        nb__error(NB_ERR_SHAPE, "fold: input %s does not match [N, C*%lld, %lld] for output %lldx%lld and window " WIN_FMT,
+                  NB_SHAPE_STR(cols), (long long)kk, (long long)l, (long long)out_h, (long long)out_w, WIN_ARGS(w));
+        return NULL;
+    }
+    nb_tensor *out =
+        run_window(NB_OP_FOLD, cols, NULL, (int64_t[]){cols->shape[0], cols->shape[1] / kk, out_h, out_w}, 4, w);
+    if (out && nb__should_record(&cols, 1)) {
+        nb_attrs a = {0};
+        nb__window_to_attrs(&a, w);
+        out = nb__record(out, NB_OP_FOLD, &cols, 1, &a);
+    }
+    return out;
+}
+
+/* Max pooling; *idx_out (when idx_out is not NULL, or when recording needs them) gets the unscoped indices. */
+static nb_tensor *max_pool_prim(nb_tensor *x, const nb_window2d *w, nb_tensor **idx_out) {
+    const char *op = "max_pool2d";
+    int64_t o[2];
+    if (idx_out) *idx_out = NULL;
+    if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, H, W]") || !window_valid(op, w) ||
+        !pool_padding_ok(op, w) || !window_out(op, x->shape + 2, w, o))
+        return NULL;
+    for (int k = 0; k < 2; k++)
+        if (!taps_cover(x->shape[2 + k], w->kernel[k], w->stride[k], w->padding[k], w->dilation[k], o[k])) {
+            nb__error(NB_ERR_ARG, "max_pool2d: a window of " WIN_FMT " over %s lies entirely in the padding",
+                      WIN_ARGS(w), NB_SHAPE_STR(x));
+            return NULL;
+        }
+    int64_t oshape[4] = {x->shape[0], x->shape[1], o[0], o[1]};
+    bool record = nb__should_record(&x, 1);
+    nb_tensor *idx = idx_out || record ? nb__tensor_new(oshape, 4, NB_I64, x->storage->device) : NULL;
+    nb_tensor *out = idx || !(idx_out || record) ? run_window(NB_OP_MAX_POOL2D, x, idx, oshape, 4, w) : NULL;
+    /* the indices ride along as a second, untracked input of the node */
+    if (out && record) out = nb__record(out, NB_OP_MAX_POOL2D, (nb_tensor *[]){x, idx}, 2, NULL);
+    if (out && idx_out) *idx_out = idx;
+    else nb_release(idx);
+    return out;
+}
+
+/* Indices as dense i64 values validated in [0, plane); NULL with an error otherwise. */
+static nb_tensor *checked_positions(const char *op, nb_tensor *idx, int64_t plane) {
+    if (nb_dtype_is_float(idx->dtype) || idx->dtype == NB_BOOL) {
+        nb__error(NB_ERR_DTYPE, "%s: indices must have an integer dtype, got %s", op, nb_dtype_name(idx->dtype));
+        return NULL;
+    }
+    if (!nb__is_host(idx->storage->device)) {
+        nb__error(NB_ERR_DEVICE, "%s: indices must be in host memory", op);
+        return NULL;
+    }
+    nb_tensor *i64 = nb__to_dtype(idx, NB_I64);
+    nb_tensor *ix = i64 ? dense(i64) : NULL;
+    nb_release(i64);
+    if (!ix) return NULL;
+    const int64_t *p = (const int64_t *)nb__ptr(ix);
+    for (int64_t i = 0, n = nb__numel(ix); i < n; i++)
+        if (p[i] < 0 || p[i] >= plane) {
+            nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)p[i], (long long)plane);
+            nb_release(ix);
+            return NULL;
+        }
+    return ix;
+}
+
+static nb_tensor *max_unpool_prim(nb_tensor *x, nb_tensor *idx, int64_t out_h, int64_t out_w) {
+    const char *op = "max_unpool2d";
+    if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, h, w]")) return NULL;
+    if (!nb__same_shape(x, idx)) {
+        nb__error(NB_ERR_SHAPE, "max_unpool2d: indices %s must have the input's shape %s", NB_SHAPE_STR(idx),
+                  NB_SHAPE_STR(x));
+        return NULL;
+    }
+    if (out_h < 0 || out_w < 0 || out_h > WIN_LIMIT || out_w > WIN_LIMIT) {
+        nb__error(NB_ERR_ARG, "max_unpool2d: output size %lldx%lld must be in [0, 2^30]", (long long)out_h,
+                  (long long)out_w);
+        return NULL;
+    }
+    nb_tensor *ix = checked_positions(op, idx, out_h * out_w);
+    if (!ix) return NULL;
+    nb_tensor *out = run_window(NB_OP_MAX_UNPOOL2D, x, ix, (int64_t[]){x->shape[0], x->shape[1], out_h, out_w}, 4, NULL);
+    if (out && nb__should_record(&x, 1)) out = nb__record(out, NB_OP_MAX_UNPOOL2D, (nb_tensor *[]){x, ix}, 2, NULL);
+    nb_release(ix);
+    return out;
+}
+
+/* ---- public front-ends: accept [C, H, W] by adding (then removing) a batch axis ---- */
+
+/* x as a batched tensor: x itself for rank `batched`, x with a leading axis for rank batched-1. */
+static nb_tensor *batch_view(const char *op, nb_tensor *x, int batched, const char *layout) {
+    if (x->ndim == batched) return x;
+    if (x->ndim == batched - 1) return nb_unsqueeze(x, 0);
+    nb__error(NB_ERR_SHAPE, "%s: expected a %d-D %s or %d-D unbatched input, got %s", op, batched, layout,
+              batched - 1, NB_SHAPE_STR(x));
+    return NULL;
+}
+
+/* r without the batch axis batch_view added (x's rank tells). */
+static nb_tensor *unbatch(nb_tensor *r, const nb_tensor *x, int batched) {
+    return r && x->ndim == batched - 1 ? nb_squeeze(r, 0) : r;
+}
+
+nb_tensor *nb_unfold(nb_tensor *x, nb_window2d w) {
+    NB_CHECK_ARG("unfold", x);
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *xb = batch_view("unfold", x, 4, "[N, C, H, W]");
+    nb_tensor *r = xb ? nb__own(unfold_prim(xb, &w)) : NULL;
+    NB_COMPOSITE_RETURN(unbatch(r, x, 4));
+}
+
+nb_tensor *nb_fold(nb_tensor *cols, int64_t out_h, int64_t out_w, nb_window2d w) {
+    NB_CHECK_ARG("fold", cols);
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *cb = batch_view("fold", cols, 3, "[N, C*KH*KW, L]");
+    nb_tensor *r = cb ? nb__own(fold_prim(cb, out_h, out_w, &w)) : NULL;
+    NB_COMPOSITE_RETURN(unbatch(r, cols, 3));
+}
+
+/* Max pooling of a batched or unbatched x; indices (may be NULL) receives the scoped indices. */
+static nb_tensor *max_pool(nb_tensor *x, const nb_window2d *w, nb_tensor **indices) {
+    NB_CHECK_ARG("max_pool2d", x);
+    nb_scope_begin();
+    nb_tensor *idx = NULL, *xb = batch_view("max_pool2d", x, 4, "[N, C, H, W]");
+    nb_tensor *r = xb ? nb__own(max_pool_prim(xb, w, indices ? &idx : NULL)) : NULL;
+    nb__own(idx);
+    r = nb__scope_take(unbatch(r, x, 4));
+    idx = nb__scope_take(unbatch(idx, x, 4));
+    nb_scope_end();
+    if (!r || (indices && !idx)) {
+        nb_release(r);
+        nb_release(idx);
+        return NULL;
+    }
+    if (indices) *indices = nb__own(idx);
+    return nb__own(r);
+}
+
+nb_tensor *nb_max_pool2d_with_indices(nb_tensor *x, nb_window2d w, nb_tensor **indices) {
+    if (!indices) {
+        nb__error(NB_ERR_NULL, "max_pool2d: argument 'indices' is NULL");
+        return NULL;
+    }
+    *indices = NULL;
+    return max_pool(x, &w, indices);
+}
+
+nb_tensor *nb_max_pool2d(nb_tensor *x, nb_window2d w) { return max_pool(x, &w, NULL); }
+
+nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, int64_t out_h, int64_t out_w) {
+    NB_CHECK_ARG("max_unpool2d", x);
+    NB_CHECK_ARG("max_unpool2d", indices);
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *xb = batch_view("max_unpool2d", x, 4, "[N, C, h, w]");
+    nb_tensor *ib = xb ? batch_view("max_unpool2d", indices, 4, "[N, C, h, w]") : NULL;
+    nb_tensor *r = ib ? nb__own(max_unpool_prim(xb, ib, out_h, out_w)) : NULL;
+    NB_COMPOSITE_RETURN(unbatch(r, x, 4));
+}
+
+nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_window2d w, bool count_include_pad) {
+    const char *op = "avg_pool2d";
+    NB_CHECK_ARG(op, x);
+    if (!window_valid(op, &w)) return NULL;
+    for (int k = 0; k < 2; k++)
+        if (w.padding[k] > w.kernel[k] / 2) {
+            nb__error(NB_ERR_ARG, "avg_pool2d: padding must be at most half the kernel, got " WIN_FMT, WIN_ARGS(&w));
+            return NULL;
+        }
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *xb = batch_view(op, x, 4, "[N, C, H, W]"), *r = NULL;
+    int64_t o[2];
+    if (xb && window_out(op, xb->shape + 2, &w, o)) {
+        const int64_t *s = xb->shape;
+        nb_tensor *cols = nb_reshape(nb_unfold(xb, w), NB_SHAPE(s[0], s[1], w.kernel[0] * w.kernel[1], o[0] * o[1]));
+        nb_tensor *sum = nb_sum(cols, NB_AXES(2), false);
+        if (count_include_pad) r = nb_div(sum, (double)(w.kernel[0] * w.kernel[1]));
+        else { /* taps inside x per window: unfold a plane of ones */
+            nb_tensor *ones = nb__own(nb__full_on(NB_SHAPE(1, 1, s[2], s[3]), 1, xb->dtype, xb->storage->device));
+            r = nb_div(sum, nb_sum(nb_unfold(ones, w), NB_AXES(1), true));
+        }
+        r = nb_reshape(r, NB_SHAPE(s[0], s[1], o[0], o[1]));
+    }
+    NB_COMPOSITE_RETURN(unbatch(r, x, 4));
+}
+
+/* ---- convolution ---- */
+
+static bool conv_opts_valid(const char *op, const nb_conv2d_opts *o) {
+    nb_window2d w = {{1, 1}, {o->stride[0], o->stride[1]}, {o->padding[0], o->padding[1]},
+                     {o->dilation[0], o->dilation[1]}};
+    if (!window_valid(op, &w)) return false;
+    if (o->groups < 1) {
+        nb__error(NB_ERR_ARG, "%s: groups must be >= 1, got %lld", op, (long long)o->groups);
+        return false;
+    }
+    return true;
+}
+
+/* x [N, C, H, W], weight [O, C/g, KH, KW], bias [O] or NULL: checks shared by conv2d and conv1d. */
+static bool conv_args_valid(const char *op, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
+                            const nb_conv2d_opts *o) {
+    if (!conv_opts_valid(op, o)) return false;
+    if (!float_input(op, x)) return false;
+    if (w->dtype != x->dtype || (b && b->dtype != x->dtype)) {
+        nb__error(NB_ERR_DTYPE, "%s: input %s, weight %s and bias %s must share one dtype", op,
+                  nb_dtype_name(x->dtype), nb_dtype_name(w->dtype), b ? nb_dtype_name(b->dtype) : "(none)");
+        return false;
+    }
+    int64_t g = o->groups, oc = w->shape[0];
+    if (w->shape[1] * g != x->shape[1] || oc % g != 0 || w->shape[2] < 1 || w->shape[3] < 1) {
+        nb__error(NB_ERR_SHAPE, "%s: input %s and weight %s do not match with %lld groups (need weight [O, C/groups, KH, KW], O divisible by groups)",
+                  op, NB_SHAPE_STR(x), NB_SHAPE_STR(w), (long long)g);
+        return false;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != oc)) {
+        nb__error(NB_ERR_SHAPE, "%s: bias %s must be [%lld]", op, NB_SHAPE_STR(b), (long long)oc);
+        return false;
+    }
+    return true;
+}
+
+/* The convolution proper on a batched x (public ops; runs inside the caller's composite scope). */
+static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_conv2d_opts *o) {
+    const int64_t *xs = x->shape, *ws = w->shape;
+    int64_t g = o->groups, kdim = ws[1] * ws[2] * ws[3];
+    nb_window2d win = {{ws[2], ws[3]}, {o->stride[0], o->stride[1]}, {o->padding[0], o->padding[1]},
+                       {o->dilation[0], o->dilation[1]}};
+    int64_t out[2];
+    if (!window_out("conv2d", xs + 2, &win, out)) return NULL;
+    bool pointwise = ws[2] == 1 && ws[3] == 1 && o->stride[0] == 1 && o->stride[1] == 1 && o->padding[0] == 0 &&
+                     o->padding[1] == 0;
+    nb_tensor *cols = pointwise ? nb_reshape(x, NB_SHAPE(xs[0], xs[1], xs[2] * xs[3])) : nb_unfold(x, win);
+    cols = nb_reshape(cols, NB_SHAPE(xs[0], g, kdim, out[0] * out[1]));
+    nb_tensor *y = nb_matmul(nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim)), cols); /* [N, g, O/g, L] */
+    y = nb_reshape(y, NB_SHAPE(xs[0], ws[0], out[0], out[1]));
+    if (b) y = nb_add(y, nb_reshape(b, NB_SHAPE(ws[0], 1, 1)));
+    return y;
+}
+
+nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts) {
+    const char *op = "conv2d";
+    NB_CHECK_ARG(op, x);
+    NB_CHECK_ARG(op, weight);
+    if (!rank_is(op, weight, 4, "[O, C/groups, KH, KW] weight")) return NULL;
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *xb = batch_view(op, x, 4, "[N, C, H, W]"), *r = NULL;
+    if (xb && conv_args_valid(op, xb, weight, bias, &opts)) r = conv2d_batched(xb, weight, bias, &opts);
+    NB_COMPOSITE_RETURN(unbatch(r, x, 4));
+}
+
+nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, int64_t stride, int64_t padding,
+                     int64_t dilation, int64_t groups) {
+    const char *op = "conv1d";
+    NB_CHECK_ARG(op, x);
+    NB_CHECK_ARG(op, weight);
+    if (!rank_is(op, weight, 3, "[O, C/groups, K] weight")) return NULL;
+    nb_conv2d_opts o = {{1, stride}, {0, padding}, {1, dilation}, groups};
+    NB_COMPOSITE_BEGIN();
+    nb_tensor *xb = batch_view(op, x, 3, "[N, C, L]"), *r = NULL;
+    nb_tensor *x4 = xb ? nb_unsqueeze(xb, 2) : NULL, *w4 = nb_unsqueeze(weight, 2);
+    if (x4 && w4 && conv_args_valid(op, x4, w4, bias, &o)) r = nb_squeeze(conv2d_batched(x4, w4, bias, &o), 2);
+    NB_COMPOSITE_RETURN(unbatch(r, x, 3));
+}

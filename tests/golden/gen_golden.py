@@ -1,0 +1,807 @@
+#!/usr/bin/env python3
+"""gen_golden.py — write the PyTorch golden files that tests/test_golden.c replays.
+
+Run with a Python that has torch and numpy (Debian: /usr/bin/python3 with
+python3-torch), or through CMake: `cmake --build BUILD --target golden`.
+The C test needs only the committed *.nbg files, never Python.
+
+File format (little-endian; parsed by tests/golden_reader.c):
+
+    file   := "NBG1" u32:ncases case*
+    case   := str:name u32:ntensors tensor*
+    tensor := str:name u32:dtype u32:ndim i64:shape[ndim] data
+    str    := u32:len bytes
+    data   := numel * itemsize bytes, row-major
+
+dtype is nabla's nb_dtype value (F32=0, F64=1, I8=4, I32=5, I64=6, U8=7,
+BOOL=8).  A case is named "KEY/variant"; KEY selects the C function in
+test_golden.c's table.  Tensor names carry their role:
+
+    in.NAME    an input (float inputs of gradient cases are differentiated)
+    p.NAME     a parameter of the op (axes, reduction, slope, equation, ...)
+    out.K      forward output K
+    seed.K     upstream gradient for output K (fixed random values)
+    grad.NAME  d(sum_K <out.K, seed.K>)/d(in.NAME), from torch.autograd.grad
+    tol.atol   optional absolute tolerance of the float32 outputs, for long
+               float32 sums whose rounding depends on the summation order
+
+Gradient cases use float64 (the test compares to ~1e-10); float32 cases
+check forward values (~1e-6 relative), including inf/NaN handling and
+lengths that are not multiples of the SIMD width.
+
+Torch 1.13 (the version this was generated with) vs 2.x: every op used here
+has the same semantics in both.  Where the two could differ we stay away:
+torch.where is only called with one dtype per case and no Python scalars, and
+rms_norm (added in torch 2.4) is computed from its formula, x /
+sqrt(mean(x^2) + eps) * w, with torch autograd differentiating that formula.
+One deliberate difference of nabla from torch is pinned with a NumPy oracle:
+sign(NaN) is NaN as np.sign (torch returns 0, pytorch/pytorch#41245).
+"""
+import argparse
+import math
+import os
+import struct
+import sys
+import warnings
+import zlib
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - depends on the machine
+    sys.exit("gen_golden.py: needs torch (Debian: apt install python3-torch; run with /usr/bin/python3)")
+
+F32, F64 = torch.float32, torch.float64
+I8, I32, I64, U8, BOOL = torch.int8, torch.int32, torch.int64, torch.uint8, torch.bool
+DTYPE_CODE = {F32: 0, F64: 1, I8: 4, I32: 5, I64: 6, U8: 7, BOOL: 8}
+INF, NAN = math.inf, math.nan
+REDUCTION = {"mean": 0, "sum": 1, "none": 2}  # nb_reduction values
+SUM_ATOL = 1e-5  # float32 sums of tens of terms (torch.testing's float32 atol): the order of additions differs
+
+# Inputs that exercise inf/NaN, signed zero and both sides of common kinks.
+SPECIAL = [-INF, -30.0, -3.7, -1.0, -0.5, -0.0, 0.0, 0.25, 0.5, 1.0, 2.5, 30.0, INF, NAN]
+
+
+# ---------------------------------------------------------------------------
+# writing
+
+
+def enc_str(s):
+    b = s.encode()
+    return struct.pack("<I", len(b)) + b
+
+
+def enc_tensor(name, t):
+    t = t.detach().contiguous()
+    if t.dtype not in DTYPE_CODE:
+        raise ValueError(f"{name}: dtype {t.dtype} has no nabla code")
+    head = enc_str(name) + struct.pack("<II", DTYPE_CODE[t.dtype], t.dim())
+    head += struct.pack(f"<{t.dim()}q", *t.shape)
+    return head + t.numpy().astype(t.numpy().dtype.newbyteorder("<")).tobytes()
+
+
+def param_tensor(v):
+    """A parameter as a tensor: bool, int -> i64, float -> f64, list of ints, str -> u8 bytes."""
+    if isinstance(v, bool):
+        return torch.tensor(v)
+    if isinstance(v, int):
+        return torch.tensor(v, dtype=I64)
+    if isinstance(v, float):
+        return torch.tensor(v, dtype=F64)
+    if isinstance(v, str):
+        return torch.tensor(list(v.encode()), dtype=U8)
+    if isinstance(v, (list, tuple)) and all(isinstance(e, int) for e in v):
+        return torch.tensor(list(v), dtype=I64)
+    raise ValueError(f"unsupported parameter {v!r}")
+
+
+class Golden:
+    def __init__(self):
+        self.groups = {}  # file stem -> list of encoded cases
+        self.names = set()
+        self.group = None
+        self.rng = None
+
+    def begin(self, group):
+        self.group = group
+        self.groups[group] = []
+
+    def seed(self, name):
+        """Reseed per case so adding a case does not change the others' values."""
+        self.rng = np.random.default_rng(zlib.crc32(name.encode()))
+
+    # random inputs (numpy's generator, then converted)
+    def randn(self, *shape, dtype=F64, scale=1.0):
+        return torch.from_numpy(self.rng.standard_normal(shape) * scale).to(dtype)
+
+    def uniform(self, lo, hi, *shape, dtype=F64):
+        return torch.from_numpy(self.rng.uniform(lo, hi, shape)).to(dtype)
+
+    def randint(self, lo, hi, *shape, dtype=I64):
+        return torch.from_numpy(self.rng.integers(lo, hi, shape)).to(dtype)
+
+    def case(self, name, fn, inputs, params=None, grad=True, expect=None, atol=None):
+        """Record one case: fn(*inputs.values(), **params) gives the output(s).
+
+        With grad, float inputs are differentiated through torch.autograd.grad
+        with a random seed per float output.  `expect`, when given, replaces
+        the forward outputs (used only for the documented sign(NaN) deviation).
+        `atol` loosens the absolute tolerance of float32 outputs (long sums).
+        """
+        if name in self.names:
+            raise ValueError(f"duplicate case {name}")
+        self.names.add(name)
+        params = params or {}
+        ins = {k: v.detach().clone() for k, v in inputs.items()}
+        wrt = [k for k, v in ins.items() if grad and v.is_floating_point()]
+        for k in wrt:
+            ins[k].requires_grad_(True)
+        res = fn(*ins.values(), **params)
+        outs = list(res) if isinstance(res, (tuple, list)) else [res]
+        tensors = [("in." + k, v) for k, v in inputs.items()]
+        tensors += [("p." + k, param_tensor(v)) for k, v in params.items()]
+        shown = expect if expect is not None else outs
+        tensors += [(f"out.{i}", o) for i, o in enumerate(shown)]
+        if atol is not None:
+            tensors.append(("tol.atol", torch.tensor(atol, dtype=F64)))
+        diff = [o for o in outs if o.requires_grad]
+        if wrt and diff:
+            if len(diff) != len(outs):
+                raise ValueError(f"{name}: mixed differentiable and non-differentiable outputs")
+            seeds = [torch.from_numpy(self.rng.standard_normal(tuple(o.shape))).to(o.dtype) for o in outs]
+            grads = torch.autograd.grad(outs, [ins[k] for k in wrt], seeds, allow_unused=True)
+            tensors += [(f"seed.{i}", s) for i, s in enumerate(seeds)]
+            for k, g in zip(wrt, grads):
+                tensors.append(("grad." + k, g if g is not None else torch.zeros_like(ins[k])))
+        body = enc_str(name) + struct.pack("<I", len(tensors))
+        body += b"".join(enc_tensor(n, t) for n, t in tensors)
+        self.groups[self.group].append(body)
+
+    def write(self, outdir):
+        os.makedirs(outdir, exist_ok=True)
+        total = 0
+        for group, cases in self.groups.items():
+            data = b"NBG1" + struct.pack("<I", len(cases)) + b"".join(cases)
+            with open(os.path.join(outdir, group + ".nbg"), "wb") as f:
+                f.write(data)
+            total += len(data)
+            print(f"{group}.nbg: {len(cases)} cases, {len(data)} bytes")
+        print(f"total: {len(self.names)} cases, {total} bytes (torch {torch.__version__})")
+
+
+def tensor(values, dtype):
+    return torch.tensor(values, dtype=dtype)
+
+
+# ---------------------------------------------------------------------------
+# O1 unary
+
+
+# name -> (torch function, domain of the random float64 gradient input)
+UNARY = {
+    "neg": (torch.neg, "any"), "abs": (torch.abs, "any"), "sign": (torch.sign, "any"),
+    "exp": (torch.exp, "any"), "expm1": (torch.expm1, "any"), "log": (torch.log, "pos"),
+    "log1p": (torch.log1p, "gt-1"), "sqrt": (torch.sqrt, "pos"), "rsqrt": (torch.rsqrt, "pos"),
+    "square": (torch.square, "any"), "reciprocal": (torch.reciprocal, "nonzero"),
+    "sin": (torch.sin, "any"), "cos": (torch.cos, "any"), "tan": (torch.tan, "tan"),
+    "tanh": (torch.tanh, "any"), "sigmoid": (torch.sigmoid, "any"), "relu": (torch.relu, "any"),
+    "silu": (F.silu, "any"), "erf": (torch.erf, "any"), "floor": (torch.floor, "any"),
+    "ceil": (torch.ceil, "any"), "round": (torch.round, "any"), "gelu": (F.gelu, "any"),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), "any"),
+}
+
+
+def unary_grad_input(g, domain):
+    """float64 [3, 4] input in the op's domain; "any" includes an exact 0 (kink conventions)."""
+    if domain == "pos":
+        return g.uniform(0.1, 3.0, 3, 4)
+    if domain == "gt-1":
+        return g.uniform(-0.9, 3.0, 3, 4)
+    if domain == "tan":
+        return g.uniform(-1.3, 1.3, 3, 4)
+    if domain == "nonzero":
+        return g.uniform(0.3, 3.0, 3, 4) * torch.tensor([1.0, -1.0]).repeat(6).reshape(3, 4).to(F64)
+    x = g.randn(3, 4, scale=1.5)
+    x[0, 0] = 0.0
+    return x
+
+
+def special_f32(g, extra=45):
+    """The special values plus random ones: 59 elements (not a multiple of 8 or 16)."""
+    return torch.cat([tensor(SPECIAL, F32), g.randn(extra, dtype=F32, scale=3.0)])
+
+
+def gen_unary(g):
+    g.begin("o1_unary")
+    for name, (fn, domain) in UNARY.items():
+        g.seed(name + "/f64")
+        g.case(name + "/f64", fn, {"x": unary_grad_input(g, domain)})
+        g.seed(name + "/f32")
+        x = special_f32(g)
+        if name == "sign":  # torch gives sign(NaN) = 0; that is pinned separately below
+            x = x[~torch.isnan(x)]
+        g.case(name + "/f32", fn, {"x": x}, grad=False)
+    # nabla deliberately returns NaN for sign(NaN), as NumPy; oracle np.sign
+    xs = tensor([NAN, -NAN, -2.0, 0.0, 3.0], F32)
+    g.case("sign/nan_numpy", torch.sign, {"x": xs}, grad=False,
+           expect=[torch.from_numpy(np.sign(xs.numpy()))])
+    # integer and bool inputs: same dtype, or f32 for float-valued ops
+    ints = tensor([-7, -3, -1, 0, 1, 2, 5, 9], I32)
+    for name in ("neg", "abs", "sign", "square", "relu", "floor", "ceil", "round"):
+        g.case(name + "/i32", UNARY[name][0], {"x": ints}, grad=False)
+    g.case("exp/i32", torch.exp, {"x": ints}, grad=False)
+    g.case("sqrt/i64", torch.sqrt, {"x": tensor([0, 1, 2, 9, 10], I64)}, grad=False)
+    g.case("sigmoid/u8", torch.sigmoid, {"x": tensor([0, 1, 3, 200], U8)}, grad=False)
+    g.case("exp/bool", torch.exp, {"x": tensor([True, False, True], BOOL)}, grad=False)
+    g.case("neg/i64", torch.neg, {"x": tensor([-(2**40), -1, 0, 3], I64)}, grad=False)
+    # round half to even
+    halves = [-3.5, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997, 2.5000002, -7.5, 8388609.0]
+    g.case("round/f32_halves", torch.round, {"x": tensor(halves, F32)}, grad=False)
+    g.case("round/f64_halves", torch.round, {"x": tensor(halves, F64)})
+
+    # parametric unary ops
+    def kinked(name):
+        g.seed(name)
+        x = g.randn(3, 4, scale=1.5)
+        x[0, 0] = 0.0
+        return x
+
+    for slope in (0.01, 0.2):
+        g.case(f"leaky_relu/f64_s{slope}", lambda x, slope: F.leaky_relu(x, slope),
+               {"x": kinked(f"lrelu{slope}")}, {"slope": slope})
+    g.seed("leaky_relu/f32")
+    g.case("leaky_relu/f32", lambda x, slope: F.leaky_relu(x, slope), {"x": special_f32(g)},
+           {"slope": 0.1}, grad=False)
+    for alpha in (1.0, 0.5):
+        g.case(f"elu/f64_a{alpha}", lambda x, alpha: F.elu(x, alpha), {"x": kinked(f"elu{alpha}")},
+               {"alpha": alpha})
+    g.seed("elu/f32")
+    g.case("elu/f32", lambda x, alpha: F.elu(x, alpha), {"x": special_f32(g)}, {"alpha": 1.0}, grad=False)
+    for beta, threshold in ((1.0, 20.0), (2.0, 1.0)):
+        g.case(f"softplus/f64_b{beta}_t{threshold}", lambda x, beta, threshold: F.softplus(x, beta, threshold),
+               {"x": kinked(f"softplus{beta}")}, {"beta": beta, "threshold": threshold})
+    g.seed("softplus/f32")
+    g.case("softplus/f32", lambda x, beta, threshold: F.softplus(x, beta, threshold), {"x": special_f32(g)},
+           {"beta": 1.0, "threshold": 20.0}, grad=False)
+
+    def clamp(x, lo, hi):
+        # nabla's clamp keeps x's dtype (its bounds are C doubles); torch promotes an integer x
+        # with float bounds to float, so integer cases pass integer bounds to torch
+        if not x.is_floating_point():
+            lo, hi = int(lo), int(hi)
+        return torch.clamp(x, min=lo, max=hi)
+
+    g.seed("clamp")
+    xc = g.randn(3, 4)
+    xc[0, 0], xc[0, 1] = -0.5, 0.8  # exactly at the bounds: torch passes the gradient there
+    g.case("clamp/f64_both", clamp, {"x": xc}, {"lo": -0.5, "hi": 0.8})
+    g.case("clamp/f64_hi_only", clamp, {"x": xc}, {"lo": -INF, "hi": 0.3})
+    g.case("clamp/f64_lo_only", clamp, {"x": xc}, {"lo": 0.2, "hi": INF})
+    g.case("clamp/f32", clamp, {"x": special_f32(g)}, {"lo": -1.0, "hi": 2.0}, grad=False)
+    g.case("clamp/i32", clamp, {"x": ints}, {"lo": -2.0, "hi": 4.0}, grad=False)
+    g.case("logical_not/f32", torch.logical_not, {"x": tensor(SPECIAL, F32)}, grad=False)
+    g.case("logical_not/i32", torch.logical_not, {"x": ints}, grad=False)
+
+
+# ---------------------------------------------------------------------------
+# O2 binary, O3 scalar operands
+
+BINARY = {
+    "add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div, "pow": torch.pow,
+    "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
+    "remainder": torch.remainder, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
+    "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and,
+    "logical_or": torch.logical_or, "logical_xor": torch.logical_xor,
+}
+ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder")
+
+
+def binary_grad_inputs(g, name):
+    """a [2, 3, 4] and b [3, 1] (broadcast) in float64, inside the op's smooth domain."""
+    a, b = g.randn(2, 3, 4), g.randn(3, 1)
+    if name == "div":
+        b = g.uniform(0.5, 2.0, 3, 1) * tensor([[1.0], [-1.0], [1.0]], F64)
+    if name == "pow":
+        a, b = g.uniform(0.2, 3.0, 2, 3, 4), g.uniform(-2.0, 2.0, 3, 1)
+    if name == "remainder":
+        a, b = g.randn(2, 3, 4, scale=4.0), tensor([[1.5], [-2.5], [0.7]], F64)
+    return a, b
+
+
+def gen_binary(g):
+    g.begin("o2_binary")
+    for name in ARITH:
+        g.seed(name + "/bcast")
+        a, b = binary_grad_inputs(g, name)
+        g.case(name + "/f64_bcast", BINARY[name], {"a": a, "b": b})
+    for name in BINARY:  # every pair of special values, forward
+        sa = tensor(SPECIAL, F32)
+        g.case(name + "/f32_special", BINARY[name], {"a": sa.reshape(-1, 1), "b": sa}, grad=False)
+    g.seed("maximum/ties")
+    a = g.randn(6)
+    b = a.clone()
+    b[1::2] = g.randn(3)  # elements 0, 2, 4 tie: torch splits the gradient in half
+    g.case("maximum/f64_ties", torch.maximum, {"a": a, "b": b})
+    g.case("minimum/f64_ties", torch.minimum, {"a": a, "b": b})
+    # pow edge cases: negative bases with integral exponents, 0^0, 0^-1
+    pa = tensor([-2.0, -1.5, -2.0, 0.0, 0.0, 0.0, 4.0, -8.0], F32)
+    pb = tensor([2.0, 3.0, 0.5, 0.0, -1.0, 2.0, 0.5, 1.0 / 3.0], F32)
+    g.case("pow/f32_edges", torch.pow, {"a": pa, "b": pb}, grad=False)
+    # remainder with negative operands (Python sign-of-divisor rule)
+    ra = tensor([-7, -7, 7, 7, 0, -1, 5, -6], I32)
+    rb = tensor([3, -3, 3, -3, -2, 4, 5, 4], I32)
+    g.case("remainder/i32_signs", torch.remainder, {"a": ra, "b": rb}, grad=False)
+    g.case("remainder/f64_signs", torch.remainder, {"a": ra.to(F64) + 0.25, "b": rb.to(F64) * 0.5})
+    g.case("pow/i64", torch.pow, {"a": tensor([-3, -2, 0, 1, 2, 5], I64), "b": tensor([3, 2, 0, 5, 10, 3], I64)},
+           grad=False)
+    # type promotion between tensors
+    g.seed("promote")
+    i32 = g.randint(-5, 6, 3, 4, dtype=I32)
+    f32 = g.randn(4, dtype=F32)
+    g.case("add/i32_f32", torch.add, {"a": i32, "b": f32}, grad=False)
+    g.case("mul/i64_f64", torch.mul, {"a": i32.to(I64), "b": g.randn(3, 1)}, grad=False)
+    g.case("div/i32_i32", torch.div, {"a": i32, "b": tensor([1, -2, 3, 4], I32)}, grad=False)
+    g.case("sub/f32_f64", torch.sub, {"a": f32, "b": g.randn(3, 1)})
+    g.case("add/bool_bool", torch.add, {"a": tensor([True, True, False, False], BOOL),
+                                        "b": tensor([True, False, True, False], BOOL)}, grad=False)
+    g.case("add/u8_i32", torch.add, {"a": tensor([0, 200, 255], U8), "b": tensor([-1, 100, 1], I32)}, grad=False)
+    g.case("maximum/i32_f32", torch.maximum, {"a": i32, "b": f32}, grad=False)
+    g.case("atan2/i32_i32", torch.atan2, {"a": i32, "b": tensor([1, -2, 0, 4], I32)}, grad=False)
+    g.case("lt/i32_f64", torch.lt, {"a": i32, "b": g.randn(4, scale=3.0)}, grad=False)
+    g.case("eq/i64_f32", torch.eq, {"a": tensor([1, 2, 3], I64), "b": tensor([1.0, 2.5, 3.0], F32)}, grad=False)
+    g.case("logical_and/i32_bool", torch.logical_and, {"a": i32, "b": tensor([True, False, True, True], BOOL)},
+           grad=False)
+    g.case("logical_xor/f64_i32", torch.logical_xor, {"a": tensor([0.0, NAN, 0.5, -0.0], F64),
+                                                      "b": tensor([0, 0, 3, 1], I32)}, grad=False)
+    # where: cond broadcasts with both operands
+    g.seed("where")
+    cond = g.randint(0, 2, 2, 1, 4).to(BOOL)
+    g.case("where/f64_bcast", torch.where, {"cond": cond, "a": g.randn(3, 1), "b": g.randn(4)})
+    g.case("where/f32", torch.where, {"cond": cond, "a": special_f32(g, 10)[:24].reshape(2, 3, 4),
+                                      "b": tensor([1.0, NAN, -INF, 2.0], F32)}, grad=False)
+    g.case("where/i64", torch.where, {"cond": cond, "a": tensor([1, 2, 3, 4], I64), "b": tensor([[-1], [-2]], I64)},
+           grad=False)
+
+
+def scalar_op(name):
+    """torch oracle of x OP s with s a Python number (weak: only raises the category)."""
+    fn = BINARY[name]
+
+    def run(x, s):
+        if name in ("add", "sub", "mul", "div", "pow", "remainder", "eq", "ne", "lt", "le", "gt", "ge"):
+            return fn(x, s)  # torch takes the Python number directly
+        rt = torch.result_type(x, s)  # torch's promotion for a Python scalar operand
+        return fn(x.to(rt), torch.tensor(s, dtype=rt))
+
+    return run
+
+
+# scalar for each op's float64 gradient case and its integer case
+SCALARS = {
+    "add": (2.5, 3), "sub": (-1.25, 4), "mul": (0.7, -3), "div": (-1.6, 2), "pow": (2.5, 2),
+    "maximum": (0.3, 1), "minimum": (0.3, 1), "atan2": (-0.8, 2), "remainder": (-1.5, -3),
+    "eq": (1.0, 2), "ne": (1.0, 2), "lt": (0.25, 0), "le": (0.25, 0), "gt": (0.25, 0), "ge": (0.25, 0),
+    "logical_and": (0.0, 5), "logical_or": (0.0, 5), "logical_xor": (2.0, 0),
+}
+
+
+def gen_scalar(g):
+    g.begin("o3_scalar")
+    for name, (sf, si) in SCALARS.items():
+        g.seed(name + "_sf")
+        x = g.uniform(0.2, 3.0, 3, 4) if name == "pow" else g.randn(3, 4, scale=2.0)
+        if name in ("eq", "ne", "le", "ge", "maximum", "minimum"):
+            x[0, 0] = sf  # a tie with the scalar
+        g.case(name + "_sf/f64", scalar_op(name), {"x": x}, {"s": sf})
+        xi = tensor([-7, -3, -1, 0, 1, 2, 5, 9], I32)
+        if name == "pow":
+            xi = xi.abs()
+        g.case(name + "_si/i32", scalar_op(name), {"x": xi}, {"s": si}, grad=False)
+    # promotion by category only: int tensor + float scalar -> f32, bool + int -> i64, ...
+    ints = tensor([-7, -3, 0, 2, 9], I32)
+    g.case("add_sf/i32", scalar_op("add"), {"x": ints}, {"s": 2.5}, grad=False)
+    g.case("mul_sf/bool", scalar_op("mul"), {"x": tensor([True, False], BOOL)}, {"s": 1.5}, grad=False)
+    g.case("add_si/bool", scalar_op("add"), {"x": tensor([True, False], BOOL)}, {"s": 1}, grad=False)
+    # no overflow here: torch wraps integer overflow (u8 0 - 1 = 255), nabla saturates (a known gap)
+    g.case("sub_si/u8", scalar_op("sub"), {"x": tensor([1, 7, 255], U8)}, {"s": 1}, grad=False)
+    g.case("mul_si/f32", scalar_op("mul"), {"x": tensor([1.5, -2.0, NAN], F32)}, {"s": 3}, grad=False)
+    g.case("add_sf/f32", scalar_op("add"), {"x": special_f32(g)}, {"s": 0.1}, grad=False)
+    g.case("div_sf/i64", scalar_op("div"), {"x": ints.to(I64)}, {"s": -0.5}, grad=False)
+    g.case("lt_sf/i32", scalar_op("lt"), {"x": ints}, {"s": 2.5}, grad=False)
+    g.case("maximum_sf/f32", scalar_op("maximum"), {"x": tensor(SPECIAL, F32)}, {"s": 0.5}, grad=False)
+    g.case("maximum_sf/i32", scalar_op("maximum"), {"x": ints}, {"s": 0.5}, grad=False)
+    g.case("remainder_sf/i32", scalar_op("remainder"), {"x": ints}, {"s": 2.5}, grad=False)
+    g.case("pow_sf/i32", scalar_op("pow"), {"x": ints.abs()}, {"s": 0.5}, grad=False)
+    g.case("pow_si/f32", scalar_op("pow"), {"x": tensor([-2.0, 0.0, 1.5, INF, NAN], F32)}, {"s": 3},
+           grad=False)
+    g.case("atan2_sf/f32", scalar_op("atan2"), {"x": tensor(SPECIAL, F32)}, {"s": -0.0}, grad=False)
+
+
+# ---------------------------------------------------------------------------
+# O4 reductions and scans
+
+AXES_VARIANTS = [("all", None), ("a1", [1]), ("a02", [0, 2]), ("aneg", [-1])]
+
+
+def reduce_params(axes, keepdim):
+    p = {"keepdim": keepdim}
+    if axes is not None:
+        p["axes"] = axes
+    return p
+
+
+def torch_axes(axes):
+    return tuple(axes) if axes is not None else None
+
+
+def gen_reduce(g):
+    g.begin("o4_reduce")
+
+    def red(fn):
+        def run(x, keepdim, axes=None):
+            if axes is None:
+                return fn(x, dim=tuple(range(x.dim())), keepdim=keepdim)
+            return fn(x, dim=tuple(axes), keepdim=keepdim)
+
+        return run
+
+    sum_ = red(torch.sum)
+    mean_ = red(torch.mean)
+    amax, amin = red(torch.amax), red(torch.amin)
+    lse = red(torch.logsumexp)
+    for tag, axes in AXES_VARIANTS:
+        for keep in (False, True):
+            k = "_keep" if keep else ""
+            g.seed(f"reduce/{tag}{k}")
+            x = g.randn(2, 3, 4)
+            g.case(f"sum/f64_{tag}{k}", sum_, {"x": x}, reduce_params(axes, keep))
+            g.case(f"mean/f64_{tag}{k}", mean_, {"x": x}, reduce_params(axes, keep))
+            g.case(f"logsumexp/f64_{tag}{k}", lse, {"x": x}, reduce_params(axes, keep))
+    g.seed("reduce/f32")
+    xf = g.randn(5, 37, dtype=F32, scale=3.0)
+    for axes in ([1], [0]):
+        p = reduce_params(axes, False)
+        g.case(f"sum/f32_a{axes[0]}", sum_, {"x": xf}, p, grad=False, atol=SUM_ATOL)
+        g.case(f"mean/f32_a{axes[0]}", mean_, {"x": xf}, p, grad=False, atol=SUM_ATOL)
+    g.case("logsumexp/f32_large", lse, {"x": tensor([[1000.0, 1001.0, 999.0], [-INF, 0.0, -1e4]], F32)},
+           reduce_params([1], False), grad=False)
+    # prod: one zero in a row (gradient is the product of the others), two zeros (all zero)
+    xp = torch.tensor([[1.5, -2.0, 0.5, 3.0], [0.0, 2.0, -1.5, 0.7], [0.0, 1.5, 0.0, 2.0]], dtype=F64)
+    def prod(x, keepdim, axes=None):  # torch.prod takes one dim at most
+        return torch.prod(x, axes[0], keepdim=keepdim) if axes is not None else torch.prod(x)
+
+    g.case("prod/f64_zeros_a1", prod, {"x": xp}, reduce_params([1], False))
+    g.case("prod/f64_all", prod, {"x": xp[:, 1:] + 0.5}, reduce_params(None, False))
+    g.case("prod/f64_a0_keep", prod, {"x": xp + 0.25}, reduce_params([0], True))
+    # max/min with ties (torch.amax splits the gradient evenly) and NaN
+    xt = torch.tensor([[1.0, 3.0, 3.0, -2.0], [-1.0, -1.0, 0.5, -1.0], [2.0, 2.0, 2.0, 2.0]], dtype=F64)
+    for name, fn in (("max", amax), ("min", amin)):
+        g.case(f"{name}/f64_ties_a1", fn, {"x": xt}, reduce_params([1], False))
+        g.case(f"{name}/f64_ties_all", fn, {"x": xt}, reduce_params(None, False))
+        g.case(f"{name}/f64_a0_keep", fn, {"x": xt}, reduce_params([0], True))
+        g.case(f"{name}/f32_nan", fn, {"x": tensor([[1.0, NAN, 3.0], [-INF, 2.0, 0.0]], F32)},
+               reduce_params([1], False), grad=False)
+        g.case(f"{name}/f32_long", fn, {"x": xf}, reduce_params([1], False), grad=False)
+        g.case(f"{name}/i32", fn, {"x": tensor([[3, -1, 7], [2, 2, -5]], I32)}, reduce_params([1], False),
+               grad=False)
+    # argmax/argmin: first index of ties; NaN counts as the extreme
+    xa = tensor([[1.0, 3.0, 3.0, -2.0], [NAN, 0.0, NAN, 5.0], [-1.0, -4.0, -4.0, 2.0]], F32)
+    for name, fn in (("argmax", torch.argmax), ("argmin", torch.argmin)):
+        for axis in (0, 1, -1):
+            for keep in (False, True):
+                g.case(f"{name}/f32_ax{axis}{'_keep' if keep else ''}", lambda x, axis, keepdim, fn=fn:
+                       fn(x, dim=axis, keepdim=keepdim), {"x": xa}, {"axis": axis, "keepdim": keep}, grad=False)
+        g.case(f"{name}/i32", lambda x, axis, keepdim, fn=fn: fn(x, dim=axis, keepdim=keepdim),
+               {"x": tensor([[3, -1, 7, 7], [2, 2, -5, -5]], I32)}, {"axis": 1, "keepdim": False}, grad=False)
+    # var / std with correction 0 and 1
+    for name, fn in (("var", torch.var), ("std", torch.std)):
+        for corr in (0, 1):
+            for tag, axes in (("all", None), ("a1", [1]), ("a02", [0, 2])):
+                for keep in (False, True):
+                    g.seed(f"{name}{corr}{tag}{keep}")
+
+                    def run(x, correction, keepdim, axes=None, fn=fn):
+                        dims = tuple(axes) if axes is not None else tuple(range(x.dim()))
+                        return fn(x, dim=dims, unbiased=bool(correction), keepdim=keepdim)
+
+                    p = reduce_params(axes, keep)
+                    p["correction"] = corr
+                    g.case(f"{name}/f64_c{corr}_{tag}{'_keep' if keep else ''}", run, {"x": g.randn(2, 3, 4)}, p)
+    # norm p = 1, 2, inf, 3 (p=1 includes an exact zero: torch's gradient there is 0)
+    g.seed("norm")
+    xn = g.randn(3, 4)
+    xn[1, 2] = 0.0
+    for pv, ptag in ((1.0, "p1"), (2.0, "p2"), (INF, "pinf"), (3.0, "p3")):
+        for tag, axes in (("all", None), ("a1", [1])):
+            for keep in (False, True):
+                def run(x, p, keepdim, axes=None):
+                    return torch.linalg.vector_norm(x, p, dim=torch_axes(axes), keepdim=keepdim)
+
+                prm = reduce_params(axes, keep)
+                prm["p"] = pv
+                g.case(f"norm/f64_{ptag}_{tag}{'_keep' if keep else ''}", run, {"x": xn}, prm)
+    g.case("norm/f32_p2", lambda x, p, keepdim: torch.linalg.vector_norm(x, p), {"x": xf}, {"p": 2.0, "keepdim": False},
+           grad=False, atol=SUM_ATOL)
+    # cumsum / cumprod (cumprod with a zero: torch's gradient handles it exactly)
+    g.seed("scan")
+    xs = g.randn(3, 4)
+    xz = xs.clone()
+    xz[1, 1] = 0.0
+    for axis in (0, 1, -1):
+        g.case(f"cumsum/f64_ax{axis}", lambda x, axis: torch.cumsum(x, axis), {"x": xs}, {"axis": axis})
+        g.case(f"cumprod/f64_ax{axis}", lambda x, axis: torch.cumprod(x, axis), {"x": xs}, {"axis": axis})
+    g.case("cumprod/f64_zero_ax1", lambda x, axis: torch.cumprod(x, axis), {"x": xz}, {"axis": 1})
+    g.case("cumsum/f32_long", lambda x, axis: torch.cumsum(x, axis), {"x": xf}, {"axis": 1}, grad=False,
+           atol=SUM_ATOL)
+    # integer and bool inputs: sums and products accumulate in int64
+    xi = tensor([[3, -1, 7], [2, 2, -5]], I32)
+    g.case("sum/i32", sum_, {"x": xi}, reduce_params([1], False), grad=False)
+    g.case("sum/bool", sum_, {"x": tensor([[True, False, True], [True, True, True]], BOOL)},
+           reduce_params(None, False), grad=False)
+    g.case("prod/i32", prod, {"x": xi}, reduce_params([1], True), grad=False)
+    g.case("cumsum/i32", lambda x, axis: torch.cumsum(x, axis), {"x": xi}, {"axis": 1}, grad=False)
+    g.case("cumprod/u8", lambda x, axis: torch.cumprod(x, axis), {"x": tensor([2, 3, 4], U8)}, {"axis": 0},
+           grad=False)
+    # empty reductions: sum -> 0, prod -> 1, mean -> NaN
+    e = torch.zeros(0, 3, dtype=F64)
+    g.case("sum/f64_empty", sum_, {"x": e}, reduce_params([0], False), grad=False)
+    g.case("prod/f64_empty", prod, {"x": e}, reduce_params([0], False), grad=False)
+    g.case("mean/f64_empty", mean_, {"x": e}, reduce_params([0], False), grad=False)
+
+
+# ---------------------------------------------------------------------------
+# O5 linear algebra
+
+
+def gen_linalg(g):
+    g.begin("o5_linalg")
+    shapes = {
+        "vv": ((5,), (5,)), "vm": ((4,), (4, 3)), "mv": ((3, 4), (4,)), "mm": ((3, 4), (4, 5)),
+        "bmm_bcast": ((2, 1, 3, 4), (3, 4, 5)), "vb": ((4,), (2, 4, 3)), "bv": ((2, 3, 4), (4,)),
+    }
+    for tag, (sa, sb) in shapes.items():
+        g.seed("matmul/" + tag)
+        g.case(f"matmul/f64_{tag}", torch.matmul, {"a": g.randn(*sa), "b": g.randn(*sb)})
+    g.seed("matmul/f32")
+    g.case("matmul/f32_tails", torch.matmul, {"a": g.randn(17, 33, dtype=F32), "b": g.randn(33, 9, dtype=F32)},
+           grad=False, atol=SUM_ATOL)
+    g.case("matmul/f32_batched", torch.matmul, {"a": g.randn(3, 5, 7, dtype=F32), "b": g.randn(7, 6, dtype=F32)},
+           grad=False, atol=SUM_ATOL)
+    g.seed("linear")
+    g.case("linear/f64_bias", F.linear, {"x": g.randn(2, 3, 4), "w": g.randn(5, 4), "bias": g.randn(5)})
+    g.case("linear/f64_nobias", F.linear, {"x": g.randn(3, 4), "w": g.randn(2, 4)})
+    g.case("linear/f32", F.linear, {"x": g.randn(6, 10, dtype=F32), "w": g.randn(3, 10, dtype=F32),
+                                    "bias": g.randn(3, dtype=F32)}, grad=False, atol=SUM_ATOL)
+    einsums = [
+        ("mm", "ij,jk->ik", [(3, 4), (4, 5)]),
+        ("bmm", "bij,bjk->bik", [(2, 3, 4), (2, 4, 2)]),
+        ("diag", "ii->i", [(4, 4)]),
+        ("trace", "ii", [(4, 4)]),
+        ("sum", "ij->", [(3, 4)]),
+        ("outer", "i,j->ij", [(3,), (4,)]),
+        ("ellipsis", "...ij,...jk->...ik", [(2, 3, 4), (4, 5)]),
+        ("implicit", "ij,jk", [(3, 4), (4, 2)]),
+        ("attn", "bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+        ("rowdot", "ij,ij->i", [(3, 4), (3, 4)]),
+        ("permute", "ijk->kji", [(2, 3, 4)]),
+        ("three", "ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ]
+    for tag, eq, shapes_ in einsums:
+        g.seed("einsum/" + tag)
+        ins = {f"op{i}": g.randn(*s) for i, s in enumerate(shapes_)}
+        g.case(f"einsum/f64_{tag}", lambda *ops, eq: torch.einsum(eq, *ops), ins, {"eq": eq})
+    g.seed("einsum/f32")
+    g.case("einsum/f32_mm", lambda *ops, eq: torch.einsum(eq, *ops),
+           {"op0": g.randn(5, 9, dtype=F32), "op1": g.randn(9, 3, dtype=F32)}, {"eq": "ij,jk->ik"},
+           grad=False, atol=SUM_ATOL)
+
+
+# ---------------------------------------------------------------------------
+# O6 neural-network functions and losses
+
+
+def rms_norm_ref(x, w=None, *, nnorm, eps):
+    """x / sqrt(mean(x^2 over the last nnorm axes) + eps) * w (torch 1.13 has no rms_norm)."""
+    dims = tuple(range(x.dim() - nnorm, x.dim()))
+    y = x / torch.sqrt(torch.mean(x * x, dim=dims, keepdim=True) + eps)
+    return y * w if w is not None else y
+
+
+def gen_nn(g):
+    g.begin("o6_nn")
+    for name, fn in (("softmax", torch.softmax), ("log_softmax", torch.log_softmax)):
+        g.seed(name)
+        for axis in (-1, 0):
+            g.case(f"{name}/f64_ax{axis}", lambda x, axis, fn=fn: fn(x, axis), {"x": g.randn(3, 5)}, {"axis": axis})
+        g.case(f"{name}/f64_3d_ax1", lambda x, axis, fn=fn: fn(x, axis), {"x": g.randn(2, 3, 4)}, {"axis": 1})
+        big = tensor([[1000.0, 1001.0, 999.0, -INF], [-50.0, 0.0, 3.0, 2.0]], F32)
+        g.case(f"{name}/f32_large", lambda x, axis, fn=fn: fn(x, axis), {"x": big}, {"axis": 1}, grad=False)
+        g.case(f"{name}/f32_long", lambda x, axis, fn=fn: fn(x, axis), {"x": g.randn(3, 37, dtype=F32, scale=4.0)},
+               {"axis": 1}, grad=False)
+
+    def layer_norm(x, w=None, b=None, *, nnorm, eps):
+        return F.layer_norm(x, x.shape[x.dim() - nnorm:], w, b, eps)
+
+    g.seed("layer_norm")
+    x = g.randn(2, 3, 4, scale=2.0) + 1.0
+    g.case("layer_norm/f64_affine1", layer_norm, {"x": x, "w": g.randn(4), "b": g.randn(4)},
+           {"nnorm": 1, "eps": 1e-5})
+    g.case("layer_norm/f64_affine2", layer_norm, {"x": x, "w": g.randn(3, 4), "b": g.randn(3, 4)},
+           {"nnorm": 2, "eps": 1e-5})
+    g.case("layer_norm/f64_plain", layer_norm, {"x": x}, {"nnorm": 1, "eps": 0.1})
+    g.case("layer_norm/f64_weight_only", layer_norm, {"x": x, "w": g.randn(4)}, {"nnorm": 1, "eps": 1e-5})
+    g.case("layer_norm/f32", layer_norm, {"x": g.randn(4, 37, dtype=F32, scale=3.0), "w": g.randn(37, dtype=F32),
+                                          "b": g.randn(37, dtype=F32)}, {"nnorm": 1, "eps": 1e-5},
+           grad=False, atol=SUM_ATOL)
+    g.seed("rms_norm")
+    g.case("rms_norm/f64_weight", rms_norm_ref, {"x": x, "w": g.randn(4)}, {"nnorm": 1, "eps": 1e-6})
+    g.case("rms_norm/f64_plain2", rms_norm_ref, {"x": x}, {"nnorm": 2, "eps": 0.01})
+    g.case("rms_norm/f32", rms_norm_ref, {"x": g.randn(4, 37, dtype=F32), "w": g.randn(37, dtype=F32)},
+           {"nnorm": 1, "eps": 1e-6}, grad=False, atol=SUM_ATOL)
+
+    # cross entropy: class indices, ignore_index, label smoothing, probabilities, each reduction
+    def ce(logits, target, reduction, ignore_index, label_smoothing):
+        return F.cross_entropy(logits, target, reduction=list(REDUCTION)[reduction], ignore_index=ignore_index,
+                               label_smoothing=label_smoothing)
+
+    def ce_params(red, ignore=-100, ls=0.0):
+        return {"reduction": REDUCTION[red], "ignore_index": ignore, "label_smoothing": ls}
+
+    g.seed("cross_entropy")
+    logits = g.randn(5, 4, scale=2.0)
+    tgt = tensor([0, 3, 1, 3, 2], I64)
+    tgt_ign = tensor([0, -100, 2, 3, -100], I64)
+    probs = torch.softmax(g.randn(5, 4), 1)
+    for red in REDUCTION:
+        g.case(f"cross_entropy/f64_idx_{red}", ce, {"logits": logits, "target": tgt}, ce_params(red))
+        g.case(f"cross_entropy/f64_ignore_{red}", ce, {"logits": logits, "target": tgt_ign}, ce_params(red))
+        g.case(f"cross_entropy/f64_smooth_{red}", ce, {"logits": logits, "target": tgt_ign}, ce_params(red, ls=0.1))
+        g.case(f"cross_entropy/f64_probs_{red}", ce, {"logits": logits, "target": probs}, ce_params(red))
+    g.case("cross_entropy/f64_ignore_class2", ce, {"logits": logits, "target": tgt}, ce_params("mean", ignore=2))
+    g.case("cross_entropy/f64_probs_smooth", ce, {"logits": logits, "target": probs}, ce_params("mean", ls=0.2))
+    g.case("cross_entropy/f64_1d", ce, {"logits": logits[0], "target": tensor(2, I64)}, ce_params("mean"))
+    g.case("cross_entropy/f64_i32_target", lambda logits, target, **p: ce(logits, target.long(), **p),
+           {"logits": logits, "target": tgt.to(I32)}, ce_params("sum"))  # torch wants int64; nabla takes any int
+    g.case("cross_entropy/f32", ce, {"logits": g.randn(6, 37, dtype=F32, scale=5.0),
+                                     "target": g.randint(0, 37, 6)}, ce_params("mean"), grad=False, atol=SUM_ATOL)
+
+    def nll(logp, target, reduction, ignore_index):
+        return F.nll_loss(logp, target, reduction=list(REDUCTION)[reduction], ignore_index=ignore_index)
+
+    g.seed("nll_loss")
+    logp = torch.log_softmax(g.randn(5, 4), 1)
+    for red in REDUCTION:
+        g.case(f"nll_loss/f64_{red}", nll, {"logp": logp, "target": tgt_ign},
+               {"reduction": REDUCTION[red], "ignore_index": -100})
+    g.case("nll_loss/f64_ignore_class3", nll, {"logp": logp, "target": tgt}, {"reduction": 0, "ignore_index": 3})
+
+    def mse(input, target, reduction):
+        return F.mse_loss(input, target, reduction=list(REDUCTION)[reduction])
+
+    def bce(input, target, reduction):
+        return F.binary_cross_entropy_with_logits(input, target, reduction=list(REDUCTION)[reduction])
+
+    g.seed("losses")
+    a, b = g.randn(3, 4), g.randn(3, 4)
+    tprob = g.uniform(0.0, 1.0, 3, 4)
+    for red in REDUCTION:
+        g.case(f"mse_loss/f64_{red}", mse, {"input": a, "target": b}, {"reduction": REDUCTION[red]})
+        g.case(f"bce_with_logits/f64_{red}", bce, {"input": a * 3.0, "target": tprob}, {"reduction": REDUCTION[red]})
+    g.case("mse_loss/f64_bcast", mse, {"input": a, "target": b[0]}, {"reduction": 0})
+    g.case("bce_with_logits/f32_extreme", bce, {"input": tensor([-100.0, -30.0, -1.0, 0.0, 2.0, 30.0, 100.0], F32),
+                                                "target": tensor([0.0, 1.0, 0.5, 1.0, 0.0, 0.0, 1.0], F32)},
+           {"reduction": 2}, grad=False)
+
+
+# ---------------------------------------------------------------------------
+# O7 indexing and joining
+
+
+def gen_index(g):
+    g.begin("o7_index")
+    g.seed("index_select")
+    x = g.randn(4, 3)
+    for axis, idx in ((0, tensor([2, 0, 2], I64)), (1, tensor([2, 1], I32)), (-1, tensor([0, 0, 2, 1], I64))):
+        g.case(f"index_select/f64_ax{axis}", lambda x, index, axis: torch.index_select(x, axis, index),
+               {"x": x, "index": idx}, {"axis": axis})
+    g.case("index_select/i32", lambda x, index, axis: torch.index_select(x, axis, index),
+           {"x": tensor([[1, 2], [3, 4], [5, 6]], I32), "index": tensor([2, 2, 0], I64)}, {"axis": 0}, grad=False)
+    g.seed("gather")
+    x = g.randn(3, 4)
+    g.case("gather/f64_ax1", lambda x, index, axis: torch.gather(x, axis, index),
+           {"x": x, "index": tensor([[0, 0], [3, 1], [2, 2]], I64)}, {"axis": 1})
+    g.case("gather/f64_ax0", lambda x, index, axis: torch.gather(x, axis, index),
+           {"x": x, "index": tensor([[2, 0, 1, 2], [2, 2, 0, 0]], I64)}, {"axis": 0})
+    g.seed("scatter_add")
+    g.case("scatter_add/f64_ax1", lambda x, index, src, axis: torch.scatter_add(x, axis, index, src),
+           {"x": g.randn(3, 5), "index": tensor([[0, 0, 4, 0], [1, 2, 2, 3], [4, 4, 4, 4]], I64),
+            "src": g.randn(3, 4)}, {"axis": 1})
+    g.case("scatter_add/f64_ax0", lambda x, index, src, axis: torch.scatter_add(x, axis, index, src),
+           {"x": g.randn(3, 2), "index": tensor([[1, 0], [1, 1], [0, 2]], I64), "src": g.randn(3, 2)}, {"axis": 0})
+    g.seed("take_along_axis")
+    x = g.randn(3, 4)
+    g.case("take_along_axis/f64", lambda x, index, axis: torch.take_along_dim(x, index, axis),
+           {"x": x, "index": tensor([[3, 0], [1, 1], [2, 0]], I64)}, {"axis": 1})
+    g.case("take_along_axis/f64_bcast", lambda x, index, axis: torch.take_along_dim(x, index, axis),
+           {"x": x, "index": tensor([[1, 3, 1]], I64)}, {"axis": 1})
+    g.case("one_hot/i64", lambda index, num_classes: F.one_hot(index, num_classes),
+           {"index": tensor([[0, 4, 2], [1, 1, 3]], I64)}, {"num_classes": 5}, grad=False)
+    g.case("one_hot/i32_1d", lambda index, num_classes: F.one_hot(index.long(), num_classes),
+           {"index": tensor([2, 0, 2], I32)}, {"num_classes": 3}, grad=False)
+    g.seed("embedding")
+    w = g.randn(6, 3)
+    g.case("embedding/f64", lambda weight, index: F.embedding(index, weight),
+           {"weight": w, "index": tensor([[0, 5, 0], [2, 2, 2]], I64)})
+    g.case("embedding/f64_i32", lambda weight, index: F.embedding(index, weight),
+           {"weight": w, "index": tensor([4, 1, 4, 0], I32)})
+    g.seed("masked_fill")
+    mask = tensor([True, False, False, True], BOOL)
+    g.case("masked_fill/f64_bcast", lambda x, mask, value: x.masked_fill(mask, value),
+           {"x": g.randn(3, 4), "mask": mask}, {"value": -1.5})
+    g.case("masked_fill/f32_inf", lambda x, mask, value: x.masked_fill(mask, value),
+           {"x": g.randn(2, 4, dtype=F32), "mask": tensor([[True, False, True, False], [False] * 4], BOOL)},
+           {"value": -INF}, grad=False)
+    g.case("masked_fill/i32", lambda x, mask, value: x.masked_fill(mask, int(value)),
+           {"x": tensor([[1, 2, 3, 4]], I32), "mask": mask}, {"value": 7.0}, grad=False)
+
+    def cat(*ops, axis):
+        return torch.cat(ops, axis)
+
+    def stack(*ops, axis):
+        return torch.stack(ops, axis)
+
+    g.seed("cat")
+    g.case("cat/f64_ax0", cat, {"op0": g.randn(2, 3), "op1": g.randn(1, 3)}, {"axis": 0})
+    g.case("cat/f64_axneg", cat, {"op0": g.randn(2, 3), "op1": g.randn(2, 2), "op2": g.randn(2, 1)}, {"axis": -1})
+    g.case("cat/f32_f64", cat, {"op0": g.randn(2, 2, dtype=F32), "op1": g.randn(1, 2)}, {"axis": 0})
+    g.case("cat/i32_i64", cat, {"op0": tensor([1, 2], I32), "op1": tensor([3], I64)}, {"axis": 0}, grad=False)
+    g.seed("stack")
+    ops = {f"op{i}": g.randn(2, 3) for i in range(3)}
+    for axis in (0, 1, 2, -1):
+        g.case(f"stack/f64_ax{axis}", stack, ops, {"axis": axis})
+
+    def split(x, split_size, axis):
+        return torch.split(x, split_size, axis)
+
+    def chunk(x, chunks, axis):
+        return torch.chunk(x, chunks, axis)
+
+    g.seed("split")
+    x7 = g.randn(7, 4)
+    g.case("split/f64_ax0", split, {"x": x7}, {"split_size": 3, "axis": 0})
+    g.case("split/f64_ax1", split, {"x": x7}, {"split_size": 2, "axis": 1})
+    g.case("split/f64_whole", split, {"x": x7}, {"split_size": 9, "axis": 0})
+    g.case("chunk/f64_6_in_4", chunk, {"x": x7[:6]}, {"chunks": 4, "axis": 0})  # torch gives 3 chunks of 2
+    g.case("chunk/f64_ax1", chunk, {"x": x7}, {"chunks": 3, "axis": 1})
+    g.case("chunk/f64_7_in_3", chunk, {"x": x7}, {"chunks": 3, "axis": 0})
+
+    def pad(x, pads, mode, value):
+        return F.pad(x, tuple(pads), ["constant", "reflect"][mode], value if mode == 0 else None)
+
+    g.seed("pad")
+    x = g.randn(3, 4)
+    g.case("pad/f64_const1", pad, {"x": x}, {"pads": [1, 2], "mode": 0, "value": 0.5})
+    g.case("pad/f64_const2", pad, {"x": x}, {"pads": [1, 0, 2, 1], "mode": 0, "value": 0.0})
+    g.case("pad/f64_crop", pad, {"x": x}, {"pads": [-1, 2, 0, -2], "mode": 0, "value": -3.0})
+    g.case("pad/f64_reflect1", pad, {"x": g.randn(2, 5)}, {"pads": [2, 3], "mode": 1, "value": 0.0})
+    g.case("pad/f64_reflect2", pad, {"x": g.randn(2, 3, 4)}, {"pads": [1, 2, 2, 1], "mode": 1, "value": 0.0})
+    g.case("pad/i32_const", pad, {"x": tensor([[1, 2], [3, 4]], I32)}, {"pads": [1, 1], "mode": 0, "value": 9.0},
+           grad=False)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", message="Using a target size")  # mse_loss/f64_bcast broadcasts on purpose
+    g = Golden()
+    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index):
+        gen(g)
+    g.write(args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,579 @@
+/*
+ * test_golden.c — the differential test against PyTorch: replays every case
+ * of the tests/golden/ .nbg files (written by gen_golden.py there) with nabla,
+ * on the CPU backend and on the reference backend, and compares the forward
+ * outputs (values, shapes and dtypes) and the gradients of every float input
+ * with torch's.  A golden case without a C entry, a C entry without a golden
+ * case, and an input or parameter the C entry ignores all fail the test.
+ */
+#include "golden_reader.h"
+#include "support.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NB_GOLDEN_DEFAULT_DIR
+#define NB_GOLDEN_DEFAULT_DIR "tests/golden"
+#endif
+
+/* Tolerances: |got - want| <= atol + rtol |want| per element. */
+#define F64_RTOL 1e-10
+#define F64_ATOL 1e-12
+#define F32_RTOL 1e-6
+#define F32_ATOL 1e-6
+
+enum { MAX_OUT = 16, MAX_LEAVES = 16, MAX_TENSORS = 64, MAX_FILES = 64 };
+
+/* ---- one case being replayed ---------------------------------------------- */
+
+typedef struct gctx {
+    const nbg_case *c;
+    nb_device dev;               /* inputs are moved here before the op runs */
+    bool used[MAX_TENSORS];      /* which golden tensors the C entry read */
+    nb_tensor *outs[MAX_OUT];
+    int nout;
+    nb_tensor *leaves[MAX_LEAVES]; /* host inputs differentiated (grad.NAME exists) */
+    const char *leaf_names[MAX_LEAVES];
+    int nleaves;
+    char problem[512];           /* first mismatch between the C entry and the golden case */
+} gctx;
+
+static void problem(gctx *g, const char *fmt, const char *arg) {
+    if (!g->problem[0]) snprintf(g->problem, sizeof g->problem, fmt, arg);
+}
+
+/* The golden tensor "role.name", marked as used; NULL (problem noted unless optional) when absent. */
+static const nbg_tensor *lookup(gctx *g, const char *role, const char *name, bool optional) {
+    char full[128];
+    snprintf(full, sizeof full, "%s.%s", role, name);
+    for (int i = 0; i < g->c->ntensors; i++)
+        if (!strcmp(g->c->tensors[i].name, full)) {
+            g->used[i] = true;
+            return &g->c->tensors[i];
+        }
+    if (!optional) problem(g, "the C entry wants '%s', which the golden case lacks", full);
+    return NULL;
+}
+
+/* Input `name` on the case's device; a tracked host leaf when the case has its gradient. */
+static nb_tensor *input(gctx *g, const char *name, bool optional) {
+    const nbg_tensor *t = lookup(g, "in", name, optional);
+    if (!t) return NULL;
+    nb_tensor *x = nbg_to_tensor(t);
+    char gname[128];
+    snprintf(gname, sizeof gname, "grad.%s", name);
+    if (x && nbg_find(g->c, gname) && g->nleaves < MAX_LEAVES) {
+        assert_int_equal(nb_set_requires_grad(x, true), NB_OK);
+        g->leaf_names[g->nleaves] = t->name + 3;
+        g->leaves[g->nleaves++] = x;
+    }
+    return nb_to_device(x, g->dev);
+}
+static nb_tensor *in(gctx *g, const char *name) { return input(g, name, false); }
+static nb_tensor *in_opt(gctx *g, const char *name) { return input(g, name, true); }
+
+/* Inputs op0, op1, … (joins and einsum); returns the count. */
+static int in_list(gctx *g, nb_tensor **ts, int max) {
+    int n = 0;
+    char name[16];
+    for (; n < max; n++) {
+        snprintf(name, sizeof name, "op%d", n);
+        char full[24];
+        snprintf(full, sizeof full, "in.%s", name);
+        if (!nbg_find(g->c, full)) break;
+        ts[n] = in(g, name);
+    }
+    return n;
+}
+
+static double param(gctx *g, const char *name) {
+    const nbg_tensor *t = lookup(g, "p", name, false);
+    return t && t->numel == 1 ? nbg_at(t, 0) : NAN;
+}
+static int64_t iparam(gctx *g, const char *name) {
+    double v = param(g, name);
+    return isnan(v) ? 0 : (int64_t)v;
+}
+
+/* Integer list parameter into v (at most max); returns its length, -1 when absent. */
+static int list_param(gctx *g, const char *name, int64_t *v, int max, bool optional) {
+    const nbg_tensor *t = lookup(g, "p", name, optional);
+    if (!t) return -1;
+    if (t->numel > max) {
+        problem(g, "parameter '%s' is too long", name);
+        return -1;
+    }
+    for (int64_t i = 0; i < t->numel; i++) v[i] = (int64_t)nbg_at(t, i);
+    return (int)t->numel;
+}
+
+/* The reduction axes: NULL (all axes) when the case has no p.axes. */
+static const int *axes_param(gctx *g, int *buf, int *n) {
+    int64_t v[NB_MAX_DIMS];
+    *n = list_param(g, "axes", v, NB_MAX_DIMS, true);
+    if (*n < 0) {
+        *n = 0;
+        return NULL;
+    }
+    for (int i = 0; i < *n; i++) buf[i] = (int)v[i];
+    return buf;
+}
+
+static void out(gctx *g, nb_tensor *t) {
+    if (g->nout < MAX_OUT) g->outs[g->nout++] = t;
+}
+
+/* ---- the table: golden key -> how nabla computes it ------------------------ */
+
+typedef struct entry entry;
+struct entry {
+    const char *key;
+    void (*run)(gctx *g, const entry *e);
+    nb_tensor *(*unary)(nb_tensor *);
+    nb_tensor *(*binary)(nb_tensor *, nb_tensor *);
+    nb_tensor *(*scalar_f)(nb_tensor *, double);
+    nb_tensor *(*scalar_i)(nb_tensor *, int64_t);
+    nb_tensor *(*reduce)(nb_tensor *, const int *, int, bool);
+    nb_tensor *(*arg_reduce)(nb_tensor *, int, bool);
+    nb_tensor *(*moment)(nb_tensor *, const int *, int, int64_t, bool);
+    nb_tensor *(*along)(nb_tensor *, int);
+    nb_tensor *(*indexed)(nb_tensor *, int, nb_tensor *);
+    nb_tensor *(*join)(nb_tensor *const *, int, int);
+    nb_tensor *(*loss)(nb_tensor *, nb_tensor *, nb_reduction);
+};
+
+static void run_unary(gctx *g, const entry *e) { out(g, e->unary(in(g, "x"))); }
+static void run_binary(gctx *g, const entry *e) { out(g, e->binary(in(g, "a"), in(g, "b"))); }
+static void run_scalar_f(gctx *g, const entry *e) { out(g, e->scalar_f(in(g, "x"), param(g, "s"))); }
+static void run_scalar_i(gctx *g, const entry *e) { out(g, e->scalar_i(in(g, "x"), iparam(g, "s"))); }
+
+static void run_reduce(gctx *g, const entry *e) {
+    int buf[NB_MAX_DIMS], n;
+    const int *axes = axes_param(g, buf, &n);
+    out(g, e->reduce(in(g, "x"), axes, n, param(g, "keepdim") != 0));
+}
+static void run_arg_reduce(gctx *g, const entry *e) {
+    out(g, e->arg_reduce(in(g, "x"), (int)iparam(g, "axis"), param(g, "keepdim") != 0));
+}
+static void run_moment(gctx *g, const entry *e) {
+    int buf[NB_MAX_DIMS], n;
+    const int *axes = axes_param(g, buf, &n);
+    out(g, e->moment(in(g, "x"), axes, n, iparam(g, "correction"), param(g, "keepdim") != 0));
+}
+static void run_norm(gctx *g, const entry *e) {
+    int buf[NB_MAX_DIMS], n;
+    const int *axes = axes_param(g, buf, &n);
+    out(g, nb_norm(in(g, "x"), param(g, "p"), axes, n, param(g, "keepdim") != 0));
+}
+static void run_along(gctx *g, const entry *e) { out(g, e->along(in(g, "x"), (int)iparam(g, "axis"))); }
+
+static void run_leaky_relu(gctx *g, const entry *e) { out(g, nb_leaky_relu(in(g, "x"), param(g, "slope"))); }
+static void run_elu(gctx *g, const entry *e) { out(g, nb_elu(in(g, "x"), param(g, "alpha"))); }
+static void run_softplus(gctx *g, const entry *e) {
+    out(g, nb_softplus(in(g, "x"), param(g, "beta"), param(g, "threshold")));
+}
+static void run_clamp(gctx *g, const entry *e) { out(g, nb_clamp(in(g, "x"), param(g, "lo"), param(g, "hi"))); }
+static void run_where(gctx *g, const entry *e) { out(g, nb_where(in(g, "cond"), in(g, "a"), in(g, "b"))); }
+static void run_masked_fill(gctx *g, const entry *e) {
+    out(g, nb_masked_fill(in(g, "x"), in(g, "mask"), param(g, "value")));
+}
+
+static void run_linear(gctx *g, const entry *e) { out(g, nb_linear(in(g, "x"), in(g, "w"), in_opt(g, "bias"))); }
+static void run_einsum(gctx *g, const entry *e) {
+    int64_t chars[64];
+    char eq[65] = {0};
+    int n = list_param(g, "eq", chars, 64, false);
+    for (int i = 0; i < n; i++) eq[i] = (char)chars[i];
+    nb_tensor *ops[8];
+    int nops = in_list(g, ops, 8);
+    out(g, nb_einsum(eq, ops, nops));
+}
+
+static void run_layer_norm(gctx *g, const entry *e) {
+    out(g, nb_layer_norm(in(g, "x"), (int)iparam(g, "nnorm"), in_opt(g, "w"), in_opt(g, "b"), param(g, "eps")));
+}
+static void run_rms_norm(gctx *g, const entry *e) {
+    out(g, nb_rms_norm(in(g, "x"), (int)iparam(g, "nnorm"), in_opt(g, "w"), param(g, "eps")));
+}
+static void run_cross_entropy(gctx *g, const entry *e) {
+    nb_cross_entropy_opts o = {(nb_reduction)iparam(g, "reduction"), iparam(g, "ignore_index"),
+                               param(g, "label_smoothing")};
+    out(g, nb_cross_entropy(in(g, "logits"), in(g, "target"), o));
+}
+static void run_nll_loss(gctx *g, const entry *e) {
+    out(g, nb_nll_loss(in(g, "logp"), in(g, "target"), (nb_reduction)iparam(g, "reduction"),
+                       iparam(g, "ignore_index")));
+}
+static void run_loss(gctx *g, const entry *e) {
+    out(g, e->loss(in(g, "input"), in(g, "target"), (nb_reduction)iparam(g, "reduction")));
+}
+
+static void run_indexed(gctx *g, const entry *e) {
+    out(g, e->indexed(in(g, "x"), (int)iparam(g, "axis"), in(g, "index")));
+}
+static void run_scatter_add(gctx *g, const entry *e) {
+    out(g, nb_scatter_add(in(g, "x"), (int)iparam(g, "axis"), in(g, "index"), in(g, "src")));
+}
+static void run_take_along_axis(gctx *g, const entry *e) {
+    out(g, nb_take_along_axis(in(g, "x"), in(g, "index"), (int)iparam(g, "axis")));
+}
+static void run_one_hot(gctx *g, const entry *e) { out(g, nb_one_hot(in(g, "index"), iparam(g, "num_classes"))); }
+static void run_embedding(gctx *g, const entry *e) { out(g, nb_embedding(in(g, "weight"), in(g, "index"))); }
+static void run_join(gctx *g, const entry *e) {
+    nb_tensor *ts[8];
+    int n = in_list(g, ts, 8);
+    out(g, e->join(ts, n, (int)iparam(g, "axis")));
+}
+
+/* Pieces of split/chunk become the case's outputs; a failure becomes one NULL output. */
+static void pieces_out(gctx *g, nb_tensor **ps, int n) {
+    if (n < 0) out(g, NULL);
+    for (int i = 0; i < n && i < MAX_OUT; i++) out(g, ps[i]);
+}
+static void run_split(gctx *g, const entry *e) {
+    nb_tensor *ps[MAX_OUT];
+    nb_tensor *x = in(g, "x");
+    pieces_out(g, ps, nb_split(x, iparam(g, "split_size"), (int)iparam(g, "axis"), ps, MAX_OUT));
+}
+static void run_chunk(gctx *g, const entry *e) {
+    nb_tensor *ps[MAX_OUT];
+    nb_tensor *x = in(g, "x");
+    pieces_out(g, ps, nb_chunk(x, (int)iparam(g, "chunks"), (int)iparam(g, "axis"), ps, MAX_OUT));
+}
+static void run_pad(gctx *g, const entry *e) {
+    int64_t pads[2 * NB_MAX_DIMS];
+    int n = list_param(g, "pads", pads, 2 * NB_MAX_DIMS, false);
+    out(g, nb_pad(in(g, "x"), pads, n < 0 ? 0 : n, (nb_pad_mode)iparam(g, "mode"), param(g, "value")));
+}
+
+#define E(k, fn, ...) {.key = k, .run = fn, __VA_ARGS__},
+#define UNARY(n) E(#n, run_unary, .unary = nb_##n)
+#define BINARY(n)                                                       \
+    E(#n, run_binary, .binary = nb_##n##_t)                             \
+    E(#n "_sf", run_scalar_f, .scalar_f = nb_##n##_sf)                  \
+    E(#n "_si", run_scalar_i, .scalar_i = nb_##n##_si)
+#define REDUCE(n) E(#n, run_reduce, .reduce = nb_##n)
+
+static const entry TABLE[] = {
+    /* O1 */
+    UNARY(neg) UNARY(abs) UNARY(sign) UNARY(exp) UNARY(expm1) UNARY(log) UNARY(log1p) UNARY(sqrt)
+    UNARY(rsqrt) UNARY(square) UNARY(reciprocal) UNARY(sin) UNARY(cos) UNARY(tan) UNARY(tanh)
+    UNARY(sigmoid) UNARY(relu) UNARY(silu) UNARY(erf) UNARY(floor) UNARY(ceil) UNARY(round)
+    UNARY(logical_not) UNARY(gelu) UNARY(gelu_tanh)
+    E("leaky_relu", run_leaky_relu) E("elu", run_elu) E("softplus", run_softplus) E("clamp", run_clamp)
+    /* O2, O3 */
+    BINARY(add) BINARY(sub) BINARY(mul) BINARY(div) BINARY(pow) BINARY(maximum) BINARY(minimum)
+    BINARY(atan2) BINARY(remainder) BINARY(eq) BINARY(ne) BINARY(lt) BINARY(le) BINARY(gt) BINARY(ge)
+    BINARY(logical_and) BINARY(logical_or) BINARY(logical_xor)
+    E("where", run_where)
+    /* O4 */
+    REDUCE(sum) REDUCE(mean) REDUCE(prod) REDUCE(max) REDUCE(min) REDUCE(logsumexp)
+    E("argmax", run_arg_reduce, .arg_reduce = nb_argmax) E("argmin", run_arg_reduce, .arg_reduce = nb_argmin)
+    E("var", run_moment, .moment = nb_var) E("std", run_moment, .moment = nb_std)
+    E("norm", run_norm) E("cumsum", run_along, .along = nb_cumsum) E("cumprod", run_along, .along = nb_cumprod)
+    /* O5 */
+    E("matmul", run_binary, .binary = nb_matmul) E("linear", run_linear) E("einsum", run_einsum)
+    /* O6 */
+    E("softmax", run_along, .along = nb_softmax) E("log_softmax", run_along, .along = nb_log_softmax)
+    E("layer_norm", run_layer_norm) E("rms_norm", run_rms_norm) E("cross_entropy", run_cross_entropy)
+    E("nll_loss", run_nll_loss) E("mse_loss", run_loss, .loss = nb_mse_loss)
+    E("bce_with_logits", run_loss, .loss = nb_bce_with_logits)
+    /* O7 */
+    E("index_select", run_indexed, .indexed = nb_index_select) E("gather", run_indexed, .indexed = nb_gather)
+    E("scatter_add", run_scatter_add) E("take_along_axis", run_take_along_axis) E("one_hot", run_one_hot)
+    E("embedding", run_embedding) E("masked_fill", run_masked_fill) E("cat", run_join, .join = nb_cat)
+    E("stack", run_join, .join = nb_stack) E("split", run_split) E("chunk", run_chunk) E("pad", run_pad)
+};
+enum { NENTRIES = sizeof TABLE / sizeof TABLE[0] };
+
+/* ---- comparison ------------------------------------------------------------ */
+
+typedef struct stats {
+    int cases, failures;
+    double worst[2];         /* worst error ratio seen for f32 and f64 (1.0 = at tolerance) */
+    char worst_at[2][96];    /* the case where it was seen */
+    const char *current;     /* the case being compared */
+    double f32_atol;         /* its float32 absolute tolerance (F32_ATOL unless it has tol.atol) */
+} stats;
+
+/* "[2, 3]" into buf (192 bytes). */
+static const char *shape_str(char *buf, const int64_t *shape, int ndim) {
+    int n = snprintf(buf, 192, "[");
+    for (int d = 0; d < ndim && n < 160; d++)
+        n += snprintf(buf + n, 192 - (size_t)n, d ? ", %lld" : "%lld", (long long)shape[d]);
+    snprintf(buf + n, 192 - (size_t)n, "]");
+    return buf;
+}
+
+/* got's values as a malloc'd row-major array of doubles (NULL with a nabla error). */
+static double *host_values(nb_tensor *got) {
+    nb_tensor *d = nb_contiguous(nb_cast(nb_detach(got), NB_F64));
+    if (!d) return NULL;
+    int64_t n = nb_numel(d);
+    double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+    if (v && nb_copy_to_host(d, v, sizeof(double) * (size_t)n) != NB_OK) {
+        free(v);
+        v = NULL;
+    }
+    return v;
+}
+
+/* Compare one tensor; returns NULL when it matches, else a reason written into why. */
+static const char *compare(nb_tensor *got, const nbg_tensor *want, stats *st, char *why, size_t len) {
+    if (!got) {
+        snprintf(why, len, "nabla failed: %s: %s", nb_status_name(nb_last_status()), nb_last_message());
+        return why;
+    }
+    if (nb_dtype_of(got) != want->dtype) {
+        snprintf(why, len, "dtype %s, torch gives %s", nb_dtype_name(nb_dtype_of(got)), nb_dtype_name(want->dtype));
+        return why;
+    }
+    bool same = nb_ndim(got) == want->ndim;
+    for (int d = 0; same && d < want->ndim; d++) same = nb_shape(got)[d] == want->shape[d];
+    if (!same) {
+        char gs[192], ws[192];
+        snprintf(why, len, "shape %s, torch gives %s", shape_str(gs, nb_shape(got), nb_ndim(got)),
+                 shape_str(ws, want->shape, want->ndim));
+        return why;
+    }
+    double *v = host_values(got);
+    if (!v) {
+        snprintf(why, len, "reading the result failed: %s", nb_last_message());
+        return why;
+    }
+    bool is64 = want->dtype == NB_F64, isf = is64 || want->dtype == NB_F32;
+    double rtol = is64 ? F64_RTOL : isf ? F32_RTOL : 0, atol = is64 ? F64_ATOL : isf ? st->f32_atol : 0;
+    const char *bad = NULL;
+    for (int64_t i = 0; i < want->numel && !bad; i++) {
+        double a = v[i], b = nbg_at(want, i);
+        bool ok = isnan(b) ? isnan(a) : isinf(b) ? a == b : fabs(a - b) <= atol + rtol * fabs(b);
+        if (!ok) {
+            snprintf(why, len, "element %lld: nabla %.17g, torch %.17g", (long long)i, a, b);
+            bad = why;
+        } else if (isf && isfinite(b)) {
+            double r = fabs(a - b) / (atol + rtol * fabs(b));
+            if (r > st->worst[is64]) {
+                st->worst[is64] = r;
+                snprintf(st->worst_at[is64], sizeof st->worst_at[is64], "%s", st->current);
+            }
+        }
+    }
+    free(v);
+    return bad;
+}
+
+/* d(sum_k <out_k, seed_k>)/d(leaves) into grads; NB_OK or the failing status. */
+static nb_status gradients(gctx *g, nb_tensor **grads) {
+    char name[16];
+    nb_tensor *seeds[MAX_OUT];
+    for (int k = 0; k < g->nout; k++) {
+        snprintf(name, sizeof name, "%d", k);
+        const nbg_tensor *s = lookup(g, "seed", name, false);
+        seeds[k] = s ? nb_to_device(nbg_to_tensor(s), g->dev) : NULL;
+        if (!s) return NB_ERR_ARG;
+    }
+    if (g->nout == 1) return nb_autograd_grad(g->outs[0], seeds[0], g->leaves, g->nleaves, false, grads);
+    nb_tensor *total = NULL;
+    for (int k = 0; k < g->nout; k++) {
+        nb_tensor *part = nb_sum(nb_mul(g->outs[k], seeds[k]), NULL, 0, false);
+        total = total ? nb_add(total, part) : part;
+    }
+    return nb_autograd_grad(total, NULL, g->leaves, g->nleaves, false, grads);
+}
+
+static int count_role(const nbg_case *c, const char *prefix) {
+    int n = 0;
+    for (int i = 0; i < c->ntensors; i++) n += !strncmp(c->tensors[i].name, prefix, strlen(prefix));
+    return n;
+}
+
+/* Compare outputs and gradients of a case that ran; returns the first failure or NULL. */
+static const char *check_case(gctx *g, stats *st, char *why, size_t len) {
+    const nbg_tensor *tol = lookup(g, "tol", "atol", true);
+    st->f32_atol = tol ? nbg_at(tol, 0) : F32_ATOL;
+    int nwant = count_role(g->c, "out.");
+    if (g->nout != nwant) {
+        snprintf(why, len, "%d outputs, torch gives %d", g->nout, nwant);
+        return why;
+    }
+    char name[16];
+    for (int k = 0; k < g->nout; k++) {
+        snprintf(name, sizeof name, "%d", k);
+        const nbg_tensor *w = lookup(g, "out", name, false);
+        const char *r = w ? compare(g->outs[k], w, st, why, len) : "missing output";
+        if (r) return r;
+    }
+    if (g->nleaves != count_role(g->c, "grad.")) {
+        snprintf(why, len, "%d differentiated inputs, the golden case has %d gradients", g->nleaves,
+                 count_role(g->c, "grad."));
+        return why;
+    }
+    if (!g->nleaves) return NULL;
+    nb_tensor *grads[MAX_LEAVES] = {0};
+    if (gradients(g, grads) != NB_OK) {
+        snprintf(why, len, "backward failed: %s", nb_last_message());
+        return why;
+    }
+    for (int i = 0; i < g->nleaves; i++) {
+        const nbg_tensor *w = lookup(g, "grad", g->leaf_names[i], false);
+        const char *r = w ? compare(grads[i], w, st, why, len) : "missing gradient";
+        if (r) {
+            size_t used = strlen(why);
+            snprintf(why + used, len - used, " (gradient of %s)", g->leaf_names[i]);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+static void run_case(const nbg_case *c, const entry *e, nb_device dev, stats *st) {
+    gctx g = {.c = c, .dev = dev};
+    char why[640] = {0};
+    const char *fail_reason = NULL;
+    if (c->ntensors > MAX_TENSORS) {
+        fail_reason = "too many tensors";
+    } else {
+        st->current = c->name;
+        nb_clear_error();
+        nb_scope_begin();
+        e->run(&g, e);
+        fail_reason = check_case(&g, st, why, sizeof why);
+        for (int i = 0; i < c->ntensors && !fail_reason && !g.problem[0]; i++)
+            if (!g.used[i] && strncmp(c->tensors[i].name, "out.", 4) && strncmp(c->tensors[i].name, "grad.", 5))
+                problem(&g, "golden tensor '%s' is not used by the C entry", c->tensors[i].name);
+        if (g.problem[0]) fail_reason = g.problem;
+        nb_scope_end();
+    }
+    st->cases++;
+    if (fail_reason) {
+        st->failures++;
+        fprintf(stderr, "FAIL %s [%s]: %s\n", c->name, dev.type == NB_DEVICE_REF ? "ref" : "cpu", fail_reason);
+    }
+}
+
+static const entry *find_entry(const char *case_name, int *hits) {
+    size_t klen = strcspn(case_name, "/");
+    for (int i = 0; i < NENTRIES; i++)
+        if (strlen(TABLE[i].key) == klen && !strncmp(TABLE[i].key, case_name, klen)) {
+            hits[i]++;
+            return &TABLE[i];
+        }
+    return NULL;
+}
+
+/* ---- the golden folder ----------------------------------------------------- */
+
+static const char *golden_dir(void) {
+    const char *d = getenv("NB_GOLDEN_DIR");
+    return d && *d ? d : NB_GOLDEN_DEFAULT_DIR;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted paths of the *.nbg files (malloc'd); returns the count. */
+static int list_golden(char **paths, int max) {
+    DIR *dir = opendir(golden_dir());
+    if (!dir) return 0;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(dir)) && n < max;) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".nbg")) continue;
+        size_t sz = strlen(golden_dir()) + l + 2;
+        paths[n] = malloc(sz);
+        snprintf(paths[n++], sz, "%s/%s", golden_dir(), de->d_name);
+    }
+    closedir(dir);
+    qsort(paths, (size_t)n, sizeof *paths, cmp_str);
+    return n;
+}
+
+static void golden_cases_match_torch(void **state) {
+    (void)state;
+    char *paths[MAX_FILES];
+    int nfiles = list_golden(paths, MAX_FILES);
+    if (!nfiles) fprintf(stderr, "no *.nbg files in %s (set NB_GOLDEN_DIR)\n", golden_dir());
+    assert_true(nfiles > 0);
+    stats st = {0};
+    int hits[NENTRIES] = {0}, missing = 0;
+    for (int f = 0; f < nfiles; f++) {
+        nbg_file gf;
+        char err[256];
+        if (nbg_load(paths[f], &gf, err, sizeof err)) {
+            fprintf(stderr, "FAIL %s: %s\n", paths[f], err);
+            st.failures++;
+        }
+        for (int i = 0; i < gf.ncases; i++) {
+            const entry *e = find_entry(gf.cases[i].name, hits);
+            if (!e) {
+                fprintf(stderr, "FAIL %s: golden case without a C entry\n", gf.cases[i].name);
+                missing++;
+                continue;
+            }
+            run_case(&gf.cases[i], e, NB_CPU, &st);
+            run_case(&gf.cases[i], e, NB_REF, &st);
+        }
+        nbg_free(&gf);
+        free(paths[f]);
+    }
+    for (int i = 0; i < NENTRIES; i++)
+        if (!hits[i]) {
+            fprintf(stderr, "FAIL C entry '%s' has no golden case\n", TABLE[i].key);
+            missing++;
+        }
+    printf("golden: %d files, %d case runs, %d failures, %d unmatched\n", nfiles, st.cases, st.failures, missing);
+    printf("golden: worst error/tolerance f32 %.3g (%s), f64 %.3g (%s)\n", st.worst[0], st.worst_at[0], st.worst[1],
+           st.worst_at[1]);
+    assert_int_equal(st.failures, 0);
+    assert_int_equal(missing, 0);
+}
+
+/* The whole file at path (malloc'd) and its size; NULL when unreadable. */
+static unsigned char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char *buf = NULL;
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *size = n > 0 ? (size_t)n : 0;
+    return buf;
+}
+
+/* The reader rejects truncations and a bad magic without crashing or leaking. */
+static void reader_rejects_damage(void **state) {
+    (void)state;
+    char *paths[MAX_FILES];
+    int nfiles = list_golden(paths, MAX_FILES);
+    assert_true(nfiles > 0);
+    size_t size = 0;
+    unsigned char *buf = read_all(paths[0], &size);
+    for (int i = 0; i < nfiles; i++) free(paths[i]);
+    assert_non_null(buf);
+    nbg_file gf;
+    char err[256];
+    assert_int_equal(nbg_parse(buf, size, &gf, err, sizeof err), 0);
+    assert_true(gf.ncases > 0);
+    nbg_free(&gf);
+    for (size_t cut = 0; cut < size; cut += 1 + cut / 64) { /* every prefix up to 64 bytes, then sparser */
+        assert_int_equal(nbg_parse(buf, cut, &gf, err, sizeof err), -1);
+        assert_true(err[0] != '\0');
+        assert_int_equal(gf.ncases, 0);
+    }
+    buf[0] = 'X';
+    assert_int_equal(nbg_parse(buf, size, &gf, err, sizeof err), -1);
+    free(buf);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(golden_cases_match_torch),
+        cmocka_unit_test(reader_rejects_damage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,255 @@
+/*
+ * cmd_train.c — `nabla train`: train the MLP or CNN on Fashion-MNIST with
+ * mini-batch SGD / Adam / AdamW, show progress, evaluate on the test split
+ * after each epoch, and write the checkpoint, a metrics CSV with its chart,
+ * and a final JSON summary on request.
+ */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *CMD = "train";
+
+typedef struct train_cfg {
+    const char *model, *optimizer, *schedule, *data, *save, *metrics;
+    int64_t epochs, batch, seed, threads, limit, warmup;
+    double lr, momentum, weight_decay, clip;
+    bool json;
+} train_cfg;
+
+typedef struct run {
+    const train_cfg *cfg;
+    nb_module *net;
+    nb_optimizer *opt;
+    nb_tensor **params;
+    int nparams;
+    nb_tensor *x, *y, *test_x, *test_y; /* data sets (owned) */
+    int64_t n;                          /* training rows used */
+    int64_t step, total_steps;          /* optimizer steps taken / planned */
+    FILE *log;                          /* progress and summaries */
+} run;
+
+typedef struct epoch_result {
+    double loss, train_acc, test_acc, seconds;
+} epoch_result;
+
+static const char USAGE[] =
+    "usage: nabla train [options]\n"
+    "Train a model on Fashion-MNIST; after each epoch it is evaluated on the test split.\n"
+    "Defaults reach >= 88% (mlp) / >= 90% (cnn) test accuracy in 5 epochs.\n";
+
+static int parse(int argc, char **argv, train_cfg *c, bool *help) {
+    const cli_opt opts[] = {
+        {"--model", OPT_STRING, &c->model, "mlp (784-256-128-10) or cnn (2 conv blocks + 2 linear); default mlp", 0, 0},
+        {"--epochs", OPT_INT, &c->epochs, "passes over the training set (5)", 1, 10000},
+        {"--batch-size", OPT_INT, &c->batch, "samples per step (128)", 1, 60000},
+        {"--lr", OPT_DOUBLE, &c->lr, "peak learning rate (adam/adamw 0.002, sgd 0.05)", 0, 1e6},
+        {"--optimizer", OPT_STRING, &c->optimizer, "sgd (momentum 0.9), adam or adamw (adam)", 0, 0},
+        {"--momentum", OPT_DOUBLE, &c->momentum, "SGD momentum (0.9)", 0, 1},
+        {"--weight-decay", OPT_DOUBLE, &c->weight_decay, "L2 (sgd, adam) or decoupled (adamw) decay (0; adamw 0.01)", 0, 1e6},
+        {"--schedule", OPT_STRING, &c->schedule, "learning-rate schedule per step: constant or cosine (cosine)", 0, 0},
+        {"--warmup", OPT_INT, &c->warmup, "linear warm-up steps from lr/10 (0)", 0, 1e9},
+        {"--clip", OPT_DOUBLE, &c->clip, "clip gradients to this global 2-norm, 0 = off (0)", 0, 1e12},
+        {"--seed", OPT_INT, &c->seed, "random seed for initialization and shuffling (0)", 0, 9.2e18},
+        {"--threads", OPT_INT, &c->threads, "CPU threads (NB_NUM_THREADS or all CPUs)", 1, 256},
+        {"--data", OPT_STRING, &c->data, "Fashion-MNIST directory (" NB_FASHION_MNIST_DIR ")", 0, 0},
+        {"--limit", OPT_INT, &c->limit, "train on the first N samples only, 0 = all (0)", 0, 1e9},
+        {"--save", OPT_STRING, &c->save, "write the trained parameters to this safetensors file", 0, 0},
+        {"--metrics", OPT_STRING, &c->metrics, "write epoch,loss,train_accuracy,test_accuracy,seconds rows (CSV) and a PNG chart", 0, 0},
+        {"--json", OPT_FLAG, &c->json, "print one final JSON line on stdout (progress goes to stderr)", 0, 0},
+    };
+    int rc = cli_parse(CMD, USAGE, argc, argv, opts, (int)(sizeof opts / sizeof *opts), help);
+    if (rc != CLI_OK || *help) return rc;
+    if (!cli_model_known(c->model)) return cli_error(CMD, CLI_USAGE, "--model must be mlp or cnn, got '%s'", c->model);
+    bool sgd = !strcmp(c->optimizer, "sgd"), adamw = !strcmp(c->optimizer, "adamw");
+    if (!sgd && !adamw && strcmp(c->optimizer, "adam"))
+        return cli_error(CMD, CLI_USAGE, "--optimizer must be sgd, adam or adamw, got '%s'", c->optimizer);
+    if (strcmp(c->schedule, "constant") && strcmp(c->schedule, "cosine"))
+        return cli_error(CMD, CLI_USAGE, "--schedule must be constant or cosine, got '%s'", c->schedule);
+    if (isnan(c->lr)) c->lr = sgd ? 0.05 : 2e-3;
+    if (isnan(c->weight_decay)) c->weight_decay = adamw ? 1e-2 : 0;
+    return CLI_OK;
+}
+
+static nb_optimizer *make_optimizer(const train_cfg *c, nb_tensor **params, int n) {
+    if (!strcmp(c->optimizer, "sgd"))
+        return nb_optim_sgd(params, n, (nb_sgd_opts){c->lr, c->momentum, 0, c->weight_decay, false});
+    nb_adam_opts a = {c->lr, 0.9, 0.999, 1e-8, c->weight_decay};
+    return strcmp(c->optimizer, "adam") ? nb_optim_adamw(params, n, a) : nb_optim_adam(params, n, a);
+}
+
+/* The learning rate for the next step under the configured warm-up and schedule. */
+static double lr_at(const run *r) {
+    const train_cfg *c = r->cfg;
+    double lr = strcmp(c->schedule, "cosine") ? c->lr : nb_lr_cosine(c->lr, r->step, r->total_steps, 0);
+    return c->warmup > 0 ? lr * (nb_lr_warmup(1, r->step, c->warmup, 0.1)) : lr;
+}
+
+/* One optimizer step on rows [s, s+batch) of perm; adds the batch's summed loss and correct count. */
+static int train_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
+    nb_scope_begin();
+    nb_tensor *x = nb_take_rows(r->x, perm, s, r->cfg->batch), *y = nb_take_rows(r->y, perm, s, r->cfg->batch);
+    nb_tensor *logits = x && y ? nb_module_forward(r->net, cli_model_input(r->cfg->model, x)) : NULL;
+    nb_tensor *loss = nb_cross_entropy(logits, y, NB_CROSS_ENTROPY_DEFAULTS);
+    double lv = 0;
+    bool ok = loss && nb_item(loss, &lv) == NB_OK && nb_backward(loss, NULL, false) == NB_OK;
+    if (ok && r->cfg->clip > 0) ok = nb_clip_grad_norm_(r->params, r->nparams, r->cfg->clip, 2, NULL) == NB_OK;
+    if (ok) {
+        nb_optim_set_lr(r->opt, lr_at(r));
+        ok = nb_optim_step(r->opt) == NB_OK;
+        nb_optim_zero_grad(r->opt);
+        r->step++;
+    }
+    nb_tensor *hits = ok ? nb_sum(nb_eq(nb_argmax(logits, 1, false), y), NULL, 0, false) : NULL;
+    double h = 0;
+    ok = hits && nb_item(hits, &h) == NB_OK;
+    *loss_sum += lv * (double)nb_size(y, 0);
+    *correct += (int64_t)h;
+    nb_scope_end();
+    return ok ? CLI_OK : cli_nb_error(CMD, "training step");
+}
+
+static int train_epoch(run *r, int epoch, epoch_result *res) {
+    const train_cfg *c = r->cfg;
+    int64_t steps = (r->n + c->batch - 1) / c->batch, correct = 0;
+    double loss_sum = 0;
+    cli_progress pr;
+    cli_progress_begin(&pr, r->log, epoch, (int)c->epochs, steps);
+    nb_scope_begin();
+    nb_tensor *perm = nb_randperm(r->n);
+    int rc = perm ? CLI_OK : cli_nb_error(CMD, "shuffling");
+    for (int64_t k = 0; k < steps && rc == CLI_OK; k++) {
+        rc = train_step(r, perm, k * c->batch, &loss_sum, &correct);
+        int64_t seen = k + 1 < steps ? (k + 1) * c->batch : r->n;
+        cli_progress_step(&pr, epoch, k + 1, loss_sum / (double)seen, seen);
+    }
+    nb_scope_end();
+    cli_progress_end(&pr);
+    res->seconds = cli_now() - pr.t_start;
+    res->loss = loss_sum / (double)r->n;
+    res->train_acc = (double)correct / (double)r->n;
+    if (rc != CLI_OK) return rc;
+    int64_t hits = cli_evaluate(r->net, c->model, r->test_x, r->test_y, NULL);
+    if (hits < 0) return cli_nb_error(CMD, "evaluation");
+    res->test_acc = (double)hits / (double)nb_size(r->test_x, 0);
+    fprintf(r->log, "epoch %d/%d loss %.4f train_accuracy %.4f test_accuracy %.4f %.2fs %.0f samples/s\n", epoch,
+            (int)c->epochs, res->loss, res->train_acc, res->test_acc, res->seconds, (double)r->n / res->seconds);
+    fflush(r->log);
+    return CLI_OK;
+}
+
+/* metrics.csv -> metrics.png (else the path with ".png" appended); caller frees. */
+static char *chart_path(const char *metrics) {
+    size_t n = strlen(metrics);
+    char *p = malloc(n + 5);
+    if (!p) return NULL;
+    memcpy(p, metrics, n + 1);
+    if (n > 4 && !strcmp(p + n - 4, ".csv")) n -= 4;
+    strcpy(p + n, ".png");
+    return p;
+}
+
+static int write_chart(const char *metrics, int n, const epoch_result *res) {
+    double *v = malloc(sizeof(double) * 3 * (size_t)n);
+    char *path = chart_path(metrics), err[512];
+    int rc = CLI_OK;
+    if (!v || !path) rc = cli_error(CMD, CLI_FAIL, "out of memory drawing the chart");
+    for (int i = 0; rc == CLI_OK && i < n; i++) {
+        v[i] = res[i].loss;
+        v[n + i] = res[i].train_acc;
+        v[2 * n + i] = res[i].test_acc;
+    }
+    if (rc == CLI_OK && cli_chart_png(path, n, v, v + n, v + 2 * n, err, sizeof err) != 0)
+        rc = cli_error(CMD, CLI_FAIL, "%s", err);
+    free(v);
+    free(path);
+    return rc;
+}
+
+static int load_data(run *r) {
+    const train_cfg *c = r->cfg;
+    if (cli_load_split(CMD, c->data, true, &r->x, &r->y) != CLI_OK ||
+        cli_load_split(CMD, c->data, false, &r->test_x, &r->test_y) != CLI_OK)
+        return CLI_FAIL;
+    r->n = nb_size(r->x, 0);
+    if (c->limit > 0 && c->limit < r->n) r->n = c->limit;
+    return CLI_OK;
+}
+
+static int setup(run *r) {
+    const train_cfg *c = r->cfg;
+    if (c->threads > 0) nb_set_num_threads((int)c->threads);
+    nb_manual_seed((uint64_t)c->seed);
+    r->net = cli_model_new(c->model);
+    if (!r->net) return cli_nb_error(CMD, "building the model");
+    r->nparams = nb_module_param_count(r->net);
+    r->params = calloc((size_t)r->nparams, sizeof *r->params);
+    if (!r->params || nb_module_params(r->net, r->params, r->nparams) != r->nparams)
+        return cli_error(CMD, CLI_FAIL, "out of memory");
+    r->opt = make_optimizer(c, r->params, r->nparams);
+    if (!r->opt) return cli_nb_error(CMD, "optimizer");
+    r->total_steps = c->epochs * ((r->n + c->batch - 1) / c->batch);
+    return CLI_OK;
+}
+
+static void teardown(run *r) {
+    nb_optim_free(r->opt);
+    for (int i = 0; r->params && i < r->nparams; i++) nb_release(r->params[i]);
+    free(r->params);
+    nb_module_free(r->net);
+    nb_release(r->x);
+    nb_release(r->y);
+    nb_release(r->test_x);
+    nb_release(r->test_y);
+}
+
+static int train(run *r, FILE *metrics, epoch_result *res) {
+    const train_cfg *c = r->cfg;
+    int rc = CLI_OK;
+    double seconds = 0;
+    for (int e = 1; e <= c->epochs && rc == CLI_OK; e++) {
+        epoch_result *er = &res[e - 1];
+        rc = train_epoch(r, e, er);
+        if (rc != CLI_OK) break;
+        seconds += er->seconds;
+        if (metrics) {
+            fprintf(metrics, "%d,%.6f,%.6f,%.6f,%.3f\n", e, er->loss, er->train_acc, er->test_acc, er->seconds);
+            fflush(metrics);
+        }
+    }
+    if (rc != CLI_OK) return rc;
+    const epoch_result *last = &res[c->epochs - 1];
+    double rate = (double)(r->n * c->epochs) / seconds;
+    fprintf(r->log, "%s: test accuracy %.4f after %lld epochs, %.2f s training, %.0f samples/s\n", c->model,
+            last->test_acc, (long long)c->epochs, seconds, rate);
+    if (c->metrics) rc = write_chart(c->metrics, (int)c->epochs, res);
+    if (rc == CLI_OK && c->save) rc = cli_save_params(CMD, r->net, c->save);
+    if (rc == CLI_OK && c->json)
+        printf("{\"model\":\"%s\",\"epochs\":%lld,\"test_accuracy\":%.4f,\"train_seconds\":%.3f,\"samples_per_second\":%.1f}\n",
+               c->model, (long long)c->epochs, last->test_acc, seconds, rate);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) {
+    train_cfg c = {.model = "mlp", .optimizer = "adam", .schedule = "cosine", .epochs = 5, .batch = 128,
+                   .lr = NAN, .momentum = 0.9, .weight_decay = NAN};
+    bool help;
+    int rc = parse(argc, argv, &c, &help);
+    if (rc != CLI_OK || help) return rc;
+    FILE *metrics = NULL;
+    if (c.metrics && !(metrics = fopen(c.metrics, "w")))
+        return cli_error(CMD, CLI_FAIL, "cannot write the metrics file %s", c.metrics);
+    if (metrics) fputs("epoch,loss,train_accuracy,test_accuracy,seconds\n", metrics);
+    run r = {.cfg = &c, .log = c.json ? stderr : stdout};
+    epoch_result *res = calloc((size_t)c.epochs, sizeof *res);
+    rc = res ? load_data(&r) : cli_error(CMD, CLI_FAIL, "out of memory");
+    if (rc == CLI_OK) rc = setup(&r);
+    if (rc == CLI_OK) rc = train(&r, metrics, res);
+    teardown(&r);
+    free(res);
+    if (metrics && fclose(metrics) != 0 && rc == CLI_OK)
+        rc = cli_error(CMD, CLI_FAIL, "cannot write the metrics file %s", c.metrics);
+    return rc;
+}
