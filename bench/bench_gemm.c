@@ -8,8 +8,9 @@
  * dX = G W^T (W^T a transposed view), B = 64, 128, 256.
  * Each entry is the median of `reps` timed repetitions (after one warm-up),
  * each repetition long enough (>= 30 ms) to swamp the clock; nabla and
- * OpenBLAS alternate within a repetition so both see the same machine noise,
- * and the ratio column is the median of the per-repetition ratios.
+ * OpenBLAS alternate within a repetition so both see the same machine noise
+ * (nabla after a 150 ms pause that lets OpenBLAS's spinning workers go to
+ * sleep), and the ratio column is the median of the per-repetition ratios.
  * On a shared machine NB_BENCH_QUIET=1 keeps only the repetitions with a
  * short FMA probe at >= 90% of peak just before and just after (up to 20
  * tries per kept repetition), and NB_BENCH_CPUTIME=1 (one thread) times in
@@ -174,6 +175,11 @@ typedef struct config {
     double ref;  /* GFLOP/s the % peak columns refer to */
 } config;
 
+/* OpenBLAS's idle workers spin (yielding) for 2^28 cycles after each call,
+ * about 0.1 s here, competing with the next library's threads for the
+ * cores; wait them out before timing nabla.  (nabla's pool spins 200 us.) */
+static void settle(void) { nanosleep(&(struct timespec){.tv_nsec = 150000000}, NULL); }
+
 /* True when `threads` FMA loops now run at >= 90% of the reference peak. */
 static bool calm(const config *cfg) { return !cfg->quiet || fma_rate(cfg->threads, PROBE_ITERS) >= 0.9 * cfg->ref; }
 
@@ -190,6 +196,7 @@ static void bench_shape(const shape *s, const config *cfg) {
     while (kept < cfg->reps && tries < 20 * cfg->reps) {
         tries++;
         bool before = calm(cfg);
+        settle();
         tn[kept] = time_batch(run_nabla, s, &o, in);
 #ifdef NB_HAVE_CBLAS
         tb[kept] = time_batch(run_cblas, s, &o, ib);

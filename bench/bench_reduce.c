@@ -35,21 +35,8 @@ int main(int argc, char **argv) {
            (long long)shape[0], (long long)shape[1], bytes / 1e6, threads, reps);
     printf("# cpu: %s, simd: %s\n", bench_cpu_model(), nb_cpu_simd_level());
 
-    char *src = malloc(bytes), *dst = malloc(bytes);
-    memset(src, 1, bytes);
-    memset(dst, 0, bytes);
-    double read_bw = 0;
-    printf("| case | ms (median) | min..max | GB/s read | vs memcpy read rate |\n|---|---|---|---|---|\n");
-    for (int t = 1; t <= threads; t++) {
-        bench_copy cc = {dst, src, bytes, t};
-        bench_stat s = bench_run(bench_copy_run, &cc, 2, reps, 1);
-        double bw = (double)bytes / s.median / 1e9;
-        if (bw > read_bw) read_bw = bw;
-        printf("| memcpy %d thread%s | %.2f | %.2f..%.2f | %.1f | |\n", t, t > 1 ? "s" : "",
-               s.median * 1e3, s.min * 1e3, s.max * 1e3, bw);
-    }
-    free(src);
-    free(dst);
+    printf("| case | ms (median) | min..max | GB/s read | vs best memcpy read rate |\n|---|---|---|---|---|\n");
+    double read_bw = bench_copy_baselines(bytes, threads, reps, (double)bytes);
 
     nb_manual_seed(1);
     nb_tensor *x = nb_randn(shape, 2, NB_F32);

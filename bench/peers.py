@@ -40,6 +40,15 @@ def row(name, stat, scale, unit_bytes=None):
     print("| %s | %.2f | %.2f..%.2f | %s |" % (name, med * scale, lo * scale, hi * scale, bw))
 
 
+def with_threads(t, fn):
+    """Run fn with torch limited to t threads (torch's pool wakes slowly on a loaded VM)."""
+    torch.set_num_threads(t)
+    try:
+        fn()
+    finally:
+        torch.set_num_threads(THREADS)
+
+
 def elementwise(n=16 << 20):
     nbytes = n * 4
     print("\n## elementwise, %d f32, torch %s threads=%d, numpy %s (1 thread)" %
@@ -67,6 +76,8 @@ def elementwise(n=16 << 20):
     ]
     for name, fn, nio in cases:
         row(name, timed(fn), 1e3, nio * nbytes)
+    with_threads(1, lambda: [row(name + " [torch 1 thread]", timed(fn), 1e3, nio * nbytes)
+                             for name, fn, nio in cases if name.startswith("torch") and "out=" in name])
 
 
 def reductions(r=4096, c=4096):
@@ -87,6 +98,8 @@ def reductions(r=4096, c=4096):
     ]
     for name, fn in cases:
         row(name, timed(fn), 1e3, nbytes)
+    with_threads(1, lambda: [row(name + " [torch 1 thread]", timed(fn), 1e3, nbytes)
+                             for name, fn in cases if name.startswith("torch")])
 
 
 def overhead(n=4):

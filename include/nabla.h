@@ -9,7 +9,16 @@
  *  owned by the caller, who gives it back with nb_release().  When a scope is
  *  open on the calling thread (nb_scope_begin), the new reference is instead
  *  owned by that scope and released by nb_scope_end(); nb_scope_keep() moves
- *  one out.  Inputs are borrowed: an op never releases its arguments.
+ *  one out.  Never nb_release() a reference a scope owns (as with an
+ *  Objective-C autorelease pool, that double-releases at nb_scope_end): a
+ *  helper that may run inside a caller's scope should open its own scope
+ *  instead of releasing.  Inputs are borrowed: an op never releases its
+ *  arguments.
+ *
+ *  Autograd and in-place writes.  The tape keeps references to the inputs
+ *  of recorded ops; writing into such an input in place (nb_copy_, nb_fill_,
+ *  …) before nb_backward changes the gradients it computes — nabla has no
+ *  version counters to detect this (PyTorch raises an error).
  *
  *  Errors.  Every failure sets the calling thread's last error (a typed
  *  nb_status plus a message naming the operation and the offending shapes,
@@ -66,15 +75,21 @@ typedef enum nb_status {
     NB_ERR_OOM,         /**< allocation failed */
     NB_ERR_DEVICE,      /**< device unknown, unavailable or mismatched */
     NB_ERR_UNSUPPORTED, /**< valid request that this build does not implement */
-    NB_ERR_STATE,       /**< call not valid in the current state (e.g. backward twice) */
+    NB_ERR_STATE,       /**< call not valid in the current state (e.g. in-place write to a tracked tensor while recording) */
     NB_ERR_IO,          /**< file system error */
     NB_ERR_FORMAT,      /**< malformed file or data */
     NB_STATUS_COUNT
 } nb_status;
 
-/** Status of the last failed call on this thread (NB_OK if none since nb_clear_error). */
+/**
+ * The error pending on this thread, NB_OK if none since nb_clear_error().
+ * The error is sticky: tensor-returning ops keep the FIRST pending error (so
+ * a chain reports its root cause) and success never clears it; functions
+ * returning nb_status replace it with their own.  Call nb_clear_error()
+ * before a call whose failure you want to inspect in isolation.
+ */
 nb_status nb_last_status(void);
-/** Message of the last failed call on this thread; "" if none.  Thread-local, valid until the next error. */
+/** Message of the pending error (see nb_last_status); "" if none.  Thread-local, valid until the next error. */
 const char *nb_last_message(void);
 /** Reset this thread's last error to NB_OK. */
 void nb_clear_error(void);
@@ -85,7 +100,14 @@ const char *nb_status_name(nb_status s);
 /* Dtypes (T1)                                                              */
 /* ------------------------------------------------------------------------ */
 
-/** Element types (append-only). */
+/**
+ * Element types (append-only).  Arithmetic on integer dtypes is evaluated
+ * in double precision and converted back with truncation toward zero and
+ * SATURATION at the type's range (NaN -> 0): exact for |values| < 2^53, and
+ * it deliberately differs from PyTorch, which wraps around on overflow
+ * (u8 0 - 1 is 0 here, 255 in PyTorch).  Copies and casts between equal
+ * integer dtypes are exact.
+ */
 typedef enum nb_dtype {
     NB_F32 = 0, NB_F64, NB_F16, NB_BF16, NB_I8, NB_I32, NB_I64, NB_U8, NB_BOOL,
     NB_DTYPE_COUNT
@@ -437,9 +459,12 @@ NB_BINARY_DECL(le) NB_BINARY_DECL(gt) NB_BINARY_DECL(ge) NB_BINARY_DECL(logical_
 NB_BINARY_DECL(logical_or) NB_BINARY_DECL(logical_xor)
 #undef NB_BINARY_DECL
 
+/* NULL (void *) goes to the tensor form, which reports NB_ERR_NULL; a pointer of any
+ * other type falls to the integer form and draws a conversion diagnostic. */
 #define NB_GENERIC_BINARY(name, a, b)                                        \
-    _Generic((b), nb_tensor *: nb_##name##_t, float: nb_##name##_sf,         \
-             double: nb_##name##_sf, default: nb_##name##_si)(a, b)
+    _Generic((b), nb_tensor *: nb_##name##_t, void *: nb_##name##_t,          \
+             float: nb_##name##_sf, double: nb_##name##_sf,                  \
+             long double: nb_##name##_sf, default: nb_##name##_si)(a, b)
 #define nb_add(a, b) NB_GENERIC_BINARY(add, a, b)
 #define nb_sub(a, b) NB_GENERIC_BINARY(sub, a, b)
 #define nb_mul(a, b) NB_GENERIC_BINARY(mul, a, b)

@@ -73,6 +73,8 @@ static const geom GEOMS[] = {
     {1, 4, 9, 8, 6, 3, 3, 2, {1, 2}, {2, 1}, {2, 1}, true},  /* groups, dilation */
     {3, 6, 5, 5, 6, 1, 1, 3, {1, 1}, {0, 0}, {1, 1}, true},  /* pointwise, depthwise-like */
     {1, 2, 6, 7, 2, 2, 3, 2, {3, 2}, {1, 1}, {1, 2}, false}, /* groups = channels */
+    {2, 3, 6, 5, 4, 3, 3, 1, {1, 1}, {1, 1}, {1, 1}, true},  /* "same" size: the CPU's shifted-copy unfold */
+    {1, 2, 7, 6, 3, 3, 3, 1, {1, 1}, {2, 2}, {2, 2}, false}, /* "same" size with dilation */
 };
 
 /* ---- forward values ---- */
@@ -230,6 +232,18 @@ static void max_pool_ties_nan_and_padding(void **state) {
     nb_tensor *g = NBT(nb_grad(x));
     const double want[] = {1, 0, 0, 0, 0, 1, 0, 0};
     for (int i = 0; i < 8; i++) assert_true(nbt_at(g, i) == want[i]);
+    /* several NaNs per window (the last NaN wins) and ties, on every CPU path, against the reference */
+    nb_tensor *m = NBT(nb_round(NBT(nb_randn(NB_SHAPE(2, 3, 6, 7), NB_F32))));
+    nb_tensor *nans = NBT(nb_lt(NBT(nb_rand(NB_SHAPE(2, 3, 6, 7), NB_F32)), 0.3));
+    m = NBT(nb_where(nans, NBT(nb_full_like(m, NAN)), m));
+    const nb_window2d ws[] = {NB_POOL2D(2, 2), {{3, 3}, {1, 1}, {1, 1}, {1, 1}}, {{2, 2}, {1, 2}, {1, 0}, {1, 1}}};
+    for (int k = 0; k < 3; k++) {
+        nb_tensor *ic, *ir;
+        nb_tensor *yc = NBT(nb_max_pool2d_with_indices(m, ws[k], &ic));
+        nb_tensor *yr = NBT(nb_max_pool2d_with_indices(NBT(nb_to_device(m, NB_REF)), ws[k], &ir));
+        assert_close(yc, yr, 0, 0);
+        assert_close(ic, ir, 0, 0);
+    }
     /* all-negative input with padding: the padding (-inf) never wins */
     nb_tensor *neg = NBT(nb_full(NB_SHAPE(1, 1, 3, 3), -5.0, NB_F32));
     nb_window2d w = {{3, 3}, {1, 1}, {1, 1}, {1, 1}};
@@ -312,8 +326,9 @@ static void conv2d_gradients(void **state) {
     const geom gs[] = {
         {2, 2, 5, 4, 3, 2, 3, 1, {2, 1}, {1, 1}, {1, 1}, true},
         {1, 4, 6, 5, 2, 3, 2, 2, {1, 2}, {1, 0}, {2, 1}, true},
+        {2, 2, 5, 4, 3, 3, 3, 1, {1, 1}, {1, 1}, {1, 1}, true},
     };
-    for (size_t k = 0; k < 2; k++) {
+    for (size_t k = 0; k < 3; k++) {
         const geom *g = &gs[k];
         nb_scope_begin();
         nb_tensor *in[3] = {randn64(NB_SHAPE(g->n, g->c, g->h, g->w)),

@@ -13,9 +13,11 @@ static void print_usage(const char *usage, const cli_opt *opts, int nopts) {
     for (int i = 0; i < nopts; i++) {
         const char *arg = opts[i].type == OPT_INT ? " N" : opts[i].type == OPT_DOUBLE ? " X"
                           : opts[i].type == OPT_STRING ? " VALUE" : "";
-        printf("  %s%-*s %s\n", opts[i].name, (int)(16 - strlen(opts[i].name)), arg, opts[i].help);
+        char flag[64];
+        snprintf(flag, sizeof flag, "%s%s", opts[i].name, arg);
+        printf("  %-20s %s\n", flag, opts[i].help);
     }
-    printf("  --help%-10s show this help\n", "");
+    printf("  %-20s %s\n", "--help", "show this help");
 }
 
 static const cli_opt *find(const cli_opt *opts, int nopts, const char *name, size_t len) {

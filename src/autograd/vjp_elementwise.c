@@ -34,7 +34,11 @@ RULE(sigmoid) {
     gin[0] = nb_mul(g, nb_mul(s, nb_sub(nb_ones_like(s), s)));
     return NB_OK;
 }
-RULE(relu) { gin[0] = nb_mul(g, nb_gt(X, 0.0)); return NB_OK; }
+/* A rank-0 zero of g's dtype on g's device: broadcast by stride 0, never materialized. */
+static nb_tensor *zero_of(nb_tensor *g) { return nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)); }
+
+/* where() instead of g * mask: no bool -> float conversion pass on the hot path. */
+RULE(relu) { gin[0] = nb_where(nb_gt(X, 0.0), g, zero_of(g)); return NB_OK; }
 RULE(leaky_relu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_full_like(X, P0))); return NB_OK; }
 RULE(elu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_mul(nb_exp(X), P0))); return NB_OK; }
 RULE(gelu) {

@@ -3,10 +3,24 @@
 
 #define RULE(name) nb_status nb__vjp_##name(const nb_node *n, nb_tensor *g, nb_tensor **gin)
 
+/* True when t's last two axes are a transposed (column-major) layout. */
+static bool col_major(const nb_tensor *t) {
+    int d = t->ndim;
+    return t->stride[d - 2] == 1 && t->stride[d - 1] != 1 && t->shape[d - 2] > 1;
+}
+
+/* d(a@b) = g b^T for a, a^T g for b.  An operand that is a transposed view (as the
+ * weight in linear) gets its gradient computed transposed, (b^T g^T)^T, so that
+ * the view's own adjoint transposes it back into a contiguous tensor. */
+static nb_tensor *mm_grad(nb_tensor *lhs, nb_tensor *rhs, bool transposed) {
+    if (!transposed) return nb_matmul(lhs, rhs);
+    return nb_transpose(nb_matmul(nb_transpose(rhs, -1, -2), nb_transpose(lhs, -1, -2)), -1, -2);
+}
+
 RULE(matmul) {
     nb_tensor *a = n->in[0], *b = n->in[1];
-    if (nb__tracked(a)) gin[0] = nb_matmul(g, nb_transpose(b, -1, -2));
-    if (nb__tracked(b)) gin[1] = nb_matmul(nb_transpose(a, -1, -2), g);
+    if (nb__tracked(a)) gin[0] = mm_grad(g, nb_transpose(b, -1, -2), col_major(a));
+    if (nb__tracked(b)) gin[1] = mm_grad(nb_transpose(a, -1, -2), g, col_major(b));
     return NB_OK;
 }
 

@@ -3,6 +3,27 @@
 
 #include <string.h>
 
+/* Checks shared by every write into an existing tensor: not NULL, not tracked while
+ * recording (PyTorch's leaf rule), and no two elements aliasing one address (a
+ * stride-0 axis), which would make the result depend on thread scheduling. */
+static bool inplace_ok(const char *op, nb_tensor *t) {
+    if (!t) {
+        nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
+        return false;
+    }
+    if (t->requires_grad && nb_grad_enabled()) {
+        nb__error_set(NB_ERR_STATE, "%s: in-place update of a tensor that requires grad while recording (use no_grad)", op);
+        return false;
+    }
+    for (int d = 0; d < t->ndim; d++)
+        if (t->stride[d] == 0 && t->shape[d] > 1) {
+            nb__error_set(NB_ERR_ARG, "%s: destination %s has more than one element at one memory location (axis %d has stride 0); clone it first",
+                          op, NB_SHAPE_STR(t), d);
+            return false;
+        }
+    return true;
+}
+
 static bool element_offset(const char *op, const nb_tensor *t, const int64_t *index, int64_t *off) {
     if (t->ndim && !index) {
         nb__error_set(NB_ERR_NULL, "%s: index is NULL", op);
@@ -35,7 +56,7 @@ nb_status nb_get(const nb_tensor *t, const int64_t *index, double *out) {
 }
 
 nb_status nb_set(nb_tensor *t, const int64_t *index, double value) {
-    if (!t) return nb__error_set(NB_ERR_NULL, "set: tensor is NULL");
+    if (!inplace_ok("set", t)) return nb_last_status();
     int64_t off;
     if (!element_offset("set", t, index, &off)) return nb_last_status();
     nb__store((char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype), t->dtype, value);
@@ -82,22 +103,12 @@ nb_status nb_copy_to_host(const nb_tensor *t, void *dst, size_t nbytes) {
     return host_copy("copy_to_host", t, dst, nbytes, true);
 }
 nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t nbytes) {
+    if (!inplace_ok("copy_from_host", t)) return nb_last_status();
     return host_copy("copy_from_host", t, (void *)src, nbytes, false);
 }
 
 /* ---- in-place updates ---- */
 
-static bool inplace_ok(const char *op, nb_tensor *t) {
-    if (!t) {
-        nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
-        return false;
-    }
-    if (t->requires_grad && nb_grad_enabled()) {
-        nb__error_set(NB_ERR_STATE, "%s: in-place update of a tensor that requires grad while recording (use no_grad)", op);
-        return false;
-    }
-    return true;
-}
 
 nb_status nb_copy_(nb_tensor *dst, nb_tensor *src) {
     if (!inplace_ok("copy_", dst)) return nb_last_status();

@@ -39,6 +39,10 @@ const char *nb__shape_str(char *buf, const int64_t *shape, int ndim);
     } while (0)
 _Noreturn void nb__abort(const char *file, int line, const char *what);
 
+/** Compile a hot loop for AVX-512, AVX2 and the baseline; the loader picks one for the running CPU
+ *  (GCC / Clang target_clones).  For loops outside the per-ISA kernel tables (conv, optimizers). */
+#define NB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
 /* ---- storage (src/core/storage.c) -------------------------------------- */
 
 typedef struct nb_storage {

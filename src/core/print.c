@@ -62,7 +62,7 @@ static const char *elem_ptr(const nb_tensor *t, const int64_t *idx) {
 static void format_elem(const printer *pr, const int64_t *idx, char *buf, size_t size) {
     const char *p = elem_ptr(pr->t, idx);
     if (!pr->floating) {
-        if (pr->t->dtype == NB_BOOL) snprintf(buf, size, "%s", *(const bool *)p ? "True" : "False");
+        if (pr->t->dtype == NB_BOOL) snprintf(buf, size, "%s", *(const uint8_t *)p ? "True" : "False");
         else if (pr->t->dtype == NB_I64) snprintf(buf, size, "%lld", (long long)*(const int64_t *)p);
         else snprintf(buf, size, "%lld", (long long)nb__load(p, pr->t->dtype));
         return;

@@ -115,7 +115,7 @@ __attribute__((format(printf, 3, 4))) static bool st_fail(const nb_safetensors *
 }
 
 static bool map_file(nb_safetensors *h) {
-    int fd = open(h->path, O_RDONLY | O_CLOEXEC);
+    int fd = open(h->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block us */
     if (fd < 0) return st_fail(h, NB_ERR_IO, "cannot open: %s", strerror(errno));
     struct stat st;
     bool ok = false;

@@ -154,8 +154,8 @@ typedef struct step_job {
 
 /* torch.optim.SGD: g += wd p; b = g (first step) or μ b + (1 - dampening) g; g = nesterov ? g + μ b : b. */
 #define NB_SGD_LOOP(T)                                                                                       \
-    static void sgd_##T(const step_coefs *k, int64_t lo, int64_t hi, T *restrict p, const T *restrict g,     \
-                        T *restrict b) {                                                                     \
+    NB_SIMD_CLONES static void sgd_##T(const step_coefs *k, int64_t lo, int64_t hi, T *restrict p,           \
+                                       const T *restrict g, T *restrict b) {                                \
         const double lr = k->lr, wd = k->wd, keep = k->keep, take = k->take, cg = k->cg, cb = k->cb;       \
         if (!b) {                                                                                            \
             for (int64_t i = lo; i < hi; i++) p[i] = (T)(p[i] - lr * (g[i] + wd * p[i]));                    \
@@ -170,8 +170,8 @@ typedef struct step_job {
 /* torch.optim.Adam / AdamW: p *= decay (AdamW); g += l2 p (Adam); m, v moving averages;
  * p -= lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps). */
 #define NB_ADAM_LOOP(T)                                                                                      \
-    static void adam_##T(const step_coefs *k, int64_t lo, int64_t hi, T *restrict p, const T *restrict g,    \
-                         T *restrict m, T *restrict v) {                                                     \
+    NB_SIMD_CLONES static void adam_##T(const step_coefs *k, int64_t lo, int64_t hi, T *restrict p,          \
+                                        const T *restrict g, T *restrict m, T *restrict v) {                \
         const double decay = k->decay, l2 = k->l2, b1 = k->b1, b2 = k->b2, step = k->step;                  \
         const double inv_bc2 = k->inv_bc2, eps = k->eps;                                                     \
         for (int64_t i = lo; i < hi; i++) {                                                                  \

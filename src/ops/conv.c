@@ -354,7 +354,8 @@ static bool conv_args_valid(const char *op, const nb_tensor *x, const nb_tensor 
         return false;
     }
     int64_t g = o->groups, oc = w->shape[0];
-    if (w->shape[1] * g != x->shape[1] || oc % g != 0 || w->shape[2] < 1 || w->shape[3] < 1) {
+    int64_t cin;
+    if (__builtin_mul_overflow(w->shape[1], g, &cin) || cin != x->shape[1] || oc % g != 0 || w->shape[2] < 1 || w->shape[3] < 1) {
         nb__error(NB_ERR_SHAPE, "%s: input %s and weight %s do not match with %lld groups (need weight [O, C/groups, KH, KW], O divisible by groups)",
                   op, NB_SHAPE_STR(x), NB_SHAPE_STR(w), (long long)g);
         return false;

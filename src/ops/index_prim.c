@@ -168,7 +168,11 @@ nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double 
     for (int k = 0; k < npad / 2; k++) {
         int d = x->ndim - 1 - k;
         int64_t l = pads[2 * k], r = pads[2 * k + 1];
-        shape[d] = x->shape[d] + l + r;
+        if (__builtin_add_overflow(x->shape[d], l, &shape[d]) || __builtin_add_overflow(shape[d], r, &shape[d])) {
+            nb__error(NB_ERR_OVERFLOW, "pad: padding (%lld, %lld) overflows axis %d of %s", (long long)l, (long long)r,
+                      d, NB_SHAPE_STR(x));
+            return NULL;
+        }
         if (shape[d] < 0) {
             nb__error(NB_ERR_ARG, "pad: padding (%lld, %lld) leaves axis %d of %s with negative size", (long long)l,
                       (long long)r, d, NB_SHAPE_STR(x));

@@ -12,9 +12,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The row loops are compiled for AVX-512, AVX2 and the baseline; the loader picks one for the running CPU. */
-#define NB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
 typedef struct win_ctx {
     nb_op op;
     const float *x;
@@ -34,38 +31,73 @@ static void inside_range(const win_ctx *c, int64_t off, int64_t *j0, int64_t *j1
     *j1 = clamp64(ceil_div(c->W - off, s), *j0, c->OW);
 }
 
-/* One plane: cols rows (p, q) x [OH*OW] <-> img [H, W].  fold adds taps into img (zeroed here).
- * Rows are short (OW floats), so plain loops beat memcpy / memset calls. */
-NB_SIMD_CLONES static void im2col_plane(const win_ctx *c, float *cols, float *img, bool fold) {
+/* Output rows [*i0, *i1) whose tap row p*dil - pad lands inside [0, H) (stride 1). */
+static void rows_inside(const win_ctx *c, int64_t p, int64_t *i0, int64_t *i1) {
+    int64_t off = p * c->w.dilation[0] - c->w.padding[0];
+    *i0 = clamp64(-off, 0, c->OH);
+    *i1 = clamp64(c->H - off, *i0, c->OH);
+}
+
+/* Row (p, q) of one plane's unfold when stride is 1 and OW == W: the image shifted by delta positions, so
+ * the valid rows are one block copy; the columns that wrapped around a row edge are zeroed after. */
+static void unfold_shifted(const win_ctx *c, int64_t p, int64_t off, float *restrict r, const float *restrict img) {
+    int64_t W = c->W, i0, i1, j0, j1, delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
+    rows_inside(c, p, &i0, &i1);
+    inside_range(c, off, &j0, &j1);
+    int64_t lo = clamp64(-delta, i0 * W, i1 * W), hi = clamp64(c->H * W - delta, lo, i1 * W);
+    memset(r, 0, sizeof(float) * (size_t)lo);
+    memcpy(r + lo, img + lo + delta, sizeof(float) * (size_t)(hi - lo));
+    memset(r + hi, 0, sizeof(float) * (size_t)(c->OH * W - hi));
+    for (int64_t i = i0; i < i1; i++) {
+        for (int64_t j = 0; j < j0; j++) r[i * W + j] = 0;
+        for (int64_t j = j1; j < W; j++) r[i * W + j] = 0;
+    }
+}
+
+/* One plane of unfold: cols rows (p, q), each OH*OW taps of img [H, W], zero outside.  Rows of the
+ * general path are short (OW floats), so plain loops beat memcpy / memset calls. */
+NB_SIMD_CLONES static void unfold_plane(const win_ctx *c, float *restrict cols, const float *restrict img) {
     const nb_window2d *w = &c->w;
-    int64_t L = c->OH * c->OW, OW = c->OW;
-    if (fold) memset(img, 0, sizeof(float) * (size_t)(c->H * c->W));
+    int64_t L = c->OH * c->OW, OW = c->OW, s = w->stride[1];
+    bool shifted = w->stride[0] == 1 && s == 1 && OW == c->W;
     for (int64_t p = 0; p < w->kernel[0]; p++)
         for (int64_t q = 0; q < w->kernel[1]; q++) {
-            float *row = cols + (p * w->kernel[1] + q) * L;
-            int64_t off = q * w->dilation[1] - w->padding[1], j0, j1, s = w->stride[1];
+            float *restrict row = cols + (p * w->kernel[1] + q) * L;
+            int64_t off = q * w->dilation[1] - w->padding[1], j0, j1;
+            if (shifted) {
+                unfold_shifted(c, p, off, row, img);
+                continue;
+            }
             inside_range(c, off, &j0, &j1);
             for (int64_t i = 0; i < c->OH; i++) {
-                int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0];
+                int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0], base = h * c->W + off;
                 float *restrict r = row + i * OW;
                 bool in_h = h >= 0 && h < c->H;
-                int64_t base = h * c->W + off; /* image position of output column 0 */
-                if (fold) {
-                    if (!in_h) continue;
-                    for (int64_t j = j0; j < j1; j++) img[base + j * s] += r[j];
-                    continue;
-                }
-                if (!in_h) {
-                    for (int64_t j = 0; j < OW; j++) r[j] = 0;
-                    continue;
-                }
-                const float *restrict src = img + base;
-                for (int64_t j = 0; j < j0; j++) r[j] = 0;
+                for (int64_t j = 0; j < (in_h ? j0 : OW); j++) r[j] = 0;
+                if (!in_h) continue;
                 if (s == 1)
-                    for (int64_t j = j0; j < j1; j++) r[j] = src[j];
+                    for (int64_t j = j0; j < j1; j++) r[j] = img[base + j];
                 else
-                    for (int64_t j = j0; j < j1; j++) r[j] = src[j * s];
+                    for (int64_t j = j0; j < j1; j++) r[j] = img[base + j * s];
                 for (int64_t j = j1; j < OW; j++) r[j] = 0;
+            }
+        }
+}
+
+/* One plane of fold: img [H, W] = the sum of each cols row (p, q)'s taps at the positions they came from. */
+NB_SIMD_CLONES static void fold_plane(const win_ctx *c, const float *restrict cols, float *restrict img) {
+    const nb_window2d *w = &c->w;
+    int64_t L = c->OH * c->OW, OW = c->OW, s = w->stride[1];
+    memset(img, 0, sizeof(float) * (size_t)(c->H * c->W));
+    for (int64_t p = 0; p < w->kernel[0]; p++)
+        for (int64_t q = 0; q < w->kernel[1]; q++) {
+            const float *restrict row = cols + (p * w->kernel[1] + q) * L;
+            int64_t off = q * w->dilation[1] - w->padding[1], j0, j1;
+            inside_range(c, off, &j0, &j1);
+            for (int64_t i = 0; i < c->OH; i++) {
+                int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0], base = h * c->W + off;
+                if (h < 0 || h >= c->H) continue;
+                for (int64_t j = j0; j < j1; j++) img[base + j * s] += row[i * OW + j];
             }
         }
 }
@@ -137,9 +169,40 @@ static float window_max(const win_ctx *c, const float *x, int64_t base, int64_t 
     return best;
 }
 
-/* One plane of max pooling: interior windows share one offset table per row; border windows clip theirs. */
+/* mask ? b : a for a 0/1 flag, without a branch. */
+static inline int64_t pick(int64_t a, int64_t b, int64_t flag) { return a + ((b - a) & -flag); }
+
+/* The common 2x2 window with stride 2 and no padding over one row of outputs: taps a, b (row r0) and c, d
+ * (row r1 = r0 + W), same rule as taps_max.  Rows are short (often shorter than a vector), so the choices
+ * are flag arithmetic rather than branches; the only branch is on NaN, which is rare. */
+NB_SIMD_CLONES static void max_pool_2x2_row(const float *restrict r0, int64_t W, int64_t n, int64_t base,
+                                            float *restrict out, int64_t *restrict idx) {
+    const float *restrict r1 = r0 + W;
+    for (int64_t j = 0; j < n; j++) {
+        float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+        float m = b > a ? b : a;
+        m = c > m ? c : m;
+        m = d > m ? d : m;
+        int64_t nan = (a != a) | (b != b) | (c != c) | (d != d);
+        out[j] = m;
+        if (nan) out[j] = NAN;
+        if (!idx) continue;
+        int64_t first_max = pick(pick(pick(W + 1, W, c == m), 1, b == m), 0, a == m);
+        int64_t last_nan = pick(pick(pick(0, 1, b != b), W, c != c), W + 1, d != d);
+        idx[j] = base + 2 * j + pick(first_max, last_nan, nan);
+    }
+}
+
+/* One plane of max pooling: the 2x2 / stride-2 window has its own row loop; otherwise interior windows
+ * share one offset table per row and border windows clip theirs. */
 static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t *idx) {
     const nb_window2d *w = &c->w;
+    if (w->kernel[0] == 2 && w->kernel[1] == 2 && w->stride[0] == 2 && w->stride[1] == 2 && w->padding[0] == 0 &&
+        w->padding[1] == 0 && w->dilation[0] == 1 && w->dilation[1] == 1) {
+        for (int64_t i = 0; i < c->OH; i++)
+            max_pool_2x2_row(x + 2 * i * c->W, c->W, c->OW, 2 * i * c->W, out + i * c->OW, idx ? idx + i * c->OW : NULL);
+        return;
+    }
     int64_t j0, j1, k0, k1, last = (w->kernel[1] - 1) * w->dilation[1] - w->padding[1], off[MAX_TAPS];
     inside_range(c, -w->padding[1], &j0, &j1); /* columns whose first tap is inside ... */
     inside_range(c, last, &k0, &k1);           /* ... and whose last tap is inside */
@@ -152,9 +215,8 @@ static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t
         for (int64_t j = 0; j < c->OW; j++) {
             int64_t y = j * w->stride[1] - w->padding[1], q0, q1, o = i * c->OW + j;
             int64_t *arg = idx ? &idx[o] : NULL;
-            if (n && j >= j0 && j < j1) { /* a constant count lets the common 2x2 window unroll */
-                int64_t first = (h + p0 * w->dilation[0]) * c->W + y;
-                out[o] = n == 4 ? taps_max(x, first, off, 4, arg) : taps_max(x, first, off, n, arg);
+            if (n && j >= j0 && j < j1) {
+                out[o] = taps_max(x, (h + p0 * w->dilation[0]) * c->W + y, off, n, arg);
                 continue;
             }
             taps_inside(y, w->kernel[1], w->dilation[1], c->W, &q0, &q1);
@@ -169,8 +231,8 @@ static void window_planes(void *p, int64_t lo, int64_t hi, int tid) {
     int64_t kk = c->w.kernel[0] * c->w.kernel[1], L = c->OH * c->OW, img = c->H * c->W;
     for (int64_t pl = lo; pl < hi; pl++) {
         switch (c->op) {
-        case NB_OP_UNFOLD: im2col_plane(c, c->out + pl * kk * L, (float *)c->x + pl * img, false); break;
-        case NB_OP_FOLD: im2col_plane(c, (float *)c->x + pl * kk * L, c->out + pl * img, true); break;
+        case NB_OP_UNFOLD: unfold_plane(c, c->out + pl * kk * L, c->x + pl * img); break;
+        case NB_OP_FOLD: fold_plane(c, c->x + pl * kk * L, c->out + pl * img); break;
         case NB_OP_MAX_POOL2D:
             max_pool_plane(c, c->x + pl * img, c->out + pl * L, c->idx ? c->idx + pl * L : NULL);
             break;

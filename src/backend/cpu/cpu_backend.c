@@ -28,16 +28,43 @@ typedef struct ew_ctx {
     nb_k_binary kb;
 } ew_ctx;
 
+#define COPY_AS(T)                                                                      \
+    for (int64_t i = 0; i < n; i++) *(T *)(ptr[0] + i * s[0]) = *(const T *)(ptr[1] + i * s[1])
+#define TO_FLOAT(DT, ST)                                                                \
+    for (int64_t i = 0; i < n; i++)                                                     \
+        *(DT *)(ptr[0] + i * s[0]) = (DT)(double)*(const ST *)(ptr[1] + i * s[1])
+
+/* Conversions into a float type from the common dtypes, through double exactly
+ * as nb__store does; false when the pair has no typed loop. */
+#define TO_FLOAT_FROM(DT)                                                               \
+    switch (c->dt[1]) {                                                                 \
+    case NB_F32: TO_FLOAT(DT, float); return true;                                      \
+    case NB_F64: TO_FLOAT(DT, double); return true;                                     \
+    case NB_I32: TO_FLOAT(DT, int32_t); return true;                                    \
+    case NB_I64: TO_FLOAT(DT, int64_t); return true;                                    \
+    case NB_I8: TO_FLOAT(DT, int8_t); return true;                                      \
+    case NB_U8: TO_FLOAT(DT, uint8_t); return true;                                     \
+    case NB_BOOL: TO_FLOAT(DT, uint8_t); return true; /* stored as 0/1 bytes */         \
+    default: return false;                                                              \
+    }
+static bool copy_to_float(const ew_ctx *c, int64_t n, char *const *ptr, const int64_t *s) {
+    if (c->dt[0] == NB_F32) TO_FLOAT_FROM(float)
+    if (c->dt[0] == NB_F64) TO_FLOAT_FROM(double)
+    return false;
+}
+
 static void row_copy(void *p, int64_t n, char *const *ptr, const int64_t *s) {
     const ew_ctx *c = p;
-    if (c->dt[0] == c->dt[1] && s[0] == (int64_t)nb_dtype_size(c->dt[0]) && s[1] == s[0]) {
-        memcpy(ptr[0], ptr[1], (size_t)(n * s[0]));
+    size_t es = nb_dtype_size(c->dt[0]);
+    if (c->dt[0] == c->dt[1]) { /* exact, whatever the dtype */
+        if (s[0] == (int64_t)es && s[1] == s[0]) memcpy(ptr[0], ptr[1], (size_t)n * es);
+        else if (es == 1) COPY_AS(uint8_t);
+        else if (es == 2) COPY_AS(uint16_t);
+        else if (es == 4) COPY_AS(uint32_t);
+        else COPY_AS(uint64_t);
         return;
     }
-    if (c->dt[0] == NB_F32 && c->dt[1] == NB_F32) {
-        for (int64_t i = 0; i < n; i++) *(float *)(ptr[0] + i * s[0]) = *(const float *)(ptr[1] + i * s[1]);
-        return;
-    }
+    if (copy_to_float(c, n, ptr, s)) return;
     for (int64_t i = 0; i < n; i++)
         nb__store(ptr[0] + i * s[0], c->dt[0], nb__load(ptr[1] + i * s[1], c->dt[1]));
 }
@@ -227,13 +254,20 @@ static void red_range(void *p, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-/* Sum of a contiguous run split in fixed chunks. */
-static void sumall_chunk(void *p, int64_t lo, int64_t hi, int chunk) {
+/* Sum of a contiguous run in SUMALL_CHUNKS fixed chunks, whose partials are
+ * then added in order.  A thread takes a range of consecutive chunks, so it
+ * streams through contiguous memory. */
+enum { SUMALL_CHUNKS = 64 };
+
+static void sumall_range(void *p, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
     red_ctx *c = p;
     const char *base = (const char *)nb__ptr(c->x);
-    c->partial[chunk] = c->x->dtype == NB_F32
-                            ? nb__cpu_kernels()->sum_f32(hi - lo, (const float *)base + lo)
-                            : nb__cpu_kernels()->sum_f64(hi - lo, (const double *)base + lo);
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t a = c->rnumel * k / SUMALL_CHUNKS, b = c->rnumel * (k + 1) / SUMALL_CHUNKS;
+        c->partial[k] = c->x->dtype == NB_F32 ? nb__cpu_kernels()->sum_f32(b - a, (const float *)base + a)
+                                              : nb__cpu_kernels()->sum_f64(b - a, (const double *)base + a);
+    }
 }
 
 /* Column sums: x viewed as [R, K] contiguous; each range of columns is
@@ -288,12 +322,11 @@ static nb_status cpu_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const 
     int64_t K = nb__numel(out);
     bool fl = x->dtype == NB_F32 || x->dtype == NB_F64;
     if (op == NB_OP_SUM && fl && K == 1 && nb_is_contiguous(x) && c.rnumel > 65536) {
-        double part[64];
+        double part[SUMALL_CHUNKS];
         c.partial = part;
-        nb__parallel_chunks(c.rnumel, 64, sumall_chunk, &c);
-        int64_t nch = c.rnumel < 64 ? c.rnumel : 64;
+        nb__parallel_for(SUMALL_CHUNKS, 1, sumall_range, &c);
         double s = 0;
-        for (int64_t i = 0; i < nch; i++) s += part[i];
+        for (int i = 0; i < SUMALL_CHUNKS; i++) s += part[i];
         nb__store(nb__ptr(out), out->dtype, s);
         return NB_OK;
     }

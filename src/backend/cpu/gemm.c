@@ -106,6 +106,7 @@ typedef struct part_ctx {
 } part_ctx;
 
 static void gemm_part(void *p, int64_t lo, int64_t hi, int tid) {
+    (void)tid; /* the chunk index r picks the workspace slot */
     const part_ctx *c = p;
     for (int64_t r = lo; r < hi; r++) {
         int64_t ti = r / c->tn, tj = r % c->tn;
@@ -113,13 +114,13 @@ static void gemm_part(void *p, int64_t lo, int64_t hi, int tid) {
         int64_t j0 = tj * c->pn / c->tn * c->nr, j1 = min64(c->g->n, (tj + 1) * c->pn / c->tn * c->nr);
         gemm_block(c->g, i0, i1, j0, j1, c->ws + (size_t)r * c->ws_stride);
     }
-    (void)tid;
 }
 
 /* Thread grid tm x tn <= threads minimizing the slowest thread's estimated
- * cycles: its tiles' FMAs (16 lanes a cycle), its packing (about an element
- * a cycle, counting the operand every thread in its row/column re-packs),
- * and a fixed cost for waking the pool. */
+ * cycles: its tiles' FMAs (16 lanes a cycle), its packing (0.4 cycles an
+ * element, measured; each thread packs all the A rows and B columns of its
+ * rectangle, so a split re-packs the other operand), and a fixed cost for
+ * waking the pool. */
 static void choose_grid(part_ctx *c, int threads) {
     const nb_gemm *g = c->g;
     double best = 0;
@@ -128,7 +129,7 @@ static void choose_grid(part_ctx *c, int threads) {
         for (int tn = 1; tm * tn <= threads && tn <= c->pn; tn++) {
             double rows = (double)ceil_div(c->pm, tm) * (double)c->mr;
             double cols = (double)ceil_div(c->pn, tn) * (double)c->nr;
-            double cost = rows * cols * (double)g->k / 16 + (rows + cols) * (double)g->k +
+            double cost = rows * cols * (double)g->k / 16 + 0.4 * (rows + cols) * (double)g->k +
                           (tm * tn > 1 ? 20000.0 : 0.0);
             if (best == 0 || cost < best) {
                 best = cost;

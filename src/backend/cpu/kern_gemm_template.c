@@ -7,10 +7,10 @@
  *
  * A tile kernel computes one MR x NR block of row-major C from a packed
  * A micro-panel (kc steps of MR values: one column of the tile's rows per
- * step, broadcast) and kc rows of NR contiguous B values, ldb apart (vector
- * loads): a packed B micro-panel, or B itself when its rows are contiguous.  Each C element is a chain
- * of FMAs in k order, so the result never depends on where the tile sits or
- * which thread runs it.
+ * step, broadcast) and kc rows of NR contiguous B values ldb apart (vector
+ * loads): a packed B micro-panel, or B itself when its rows are contiguous.
+ * Each C element is a chain of FMAs in k order, so the result never depends
+ * on where the tile sits, how B was reached, or which thread runs it.
  */
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
@@ -25,7 +25,8 @@
 #if defined(__AVX2__)
 /* dst[j*dld + i] = src[i*sld + j] for an 8 x 8 f32 block (the classic
  * unpack / shuffle / permute2f128 transpose). */
-static inline __attribute__((always_inline)) void gemm_tr_f32(float *dst, int64_t dld, const float *src, int64_t sld) {
+static inline __attribute__((always_inline)) void gemm_tr_f32(float *dst, int64_t dld, const float *src,
+                                                              int64_t sld) {
     __m256 r[8], t[8], u[8];
     for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * sld);
     for (int i = 0; i < 8; i += 2) {
@@ -44,7 +45,8 @@ static inline __attribute__((always_inline)) void gemm_tr_f32(float *dst, int64_
     }
 }
 /* The same for a 4 x 4 f64 block. */
-static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64_t dld, const double *src, int64_t sld) {
+static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64_t dld, const double *src,
+                                                              int64_t sld) {
     __m256d r[4], t[4];
     for (int i = 0; i < 4; i++) r[i] = _mm256_loadu_pd(src + i * sld);
     for (int i = 0; i < 4; i += 2) {
@@ -58,14 +60,13 @@ static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64
 }
 #define NB_GEMM_TB_f32 8
 #define NB_GEMM_TB_f64 4
-#define NB_GEMM_PCH 64
 #else
 #define gemm_tr_f32(d, dl, s, sl) (*(d) = *(s)) /* 1 x 1 blocks */
 #define gemm_tr_f64(d, dl, s, sl) (*(d) = *(s))
 #define NB_GEMM_TB_f32 1
 #define NB_GEMM_TB_f64 1
-#define NB_GEMM_PCH 64
 #endif
+#define NB_GEMM_PCH 64 /* k steps per pass of the transposing pack */
 
 #define NB_GEMM_PACK(NAME, T, R, TB, TR)                                                  \
     static void NAME(void *dst_, const void *src_, int64_t rs, int64_t ps, int64_t len,   \
@@ -78,7 +79,7 @@ static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64
             for (int64_t q = 0; q < kc; q += 8)                                           \
                 for (int64_t r0 = 0; r0 < full; r0 += (R))                                \
                     for (int64_t p = q; p < q + 8 && p < kc; p++)                         \
-                        memcpy(dst + r0 * kc + p * (R), src + p * ps + r0, sizeof(T) * (R));   \
+                        memcpy(dst + r0 * kc + p * (R), src + p * ps + r0, sizeof(T) * (R)); \
         } else if (ps == 1 && (R) % (TB) == 0) {                                          \
             /* TB x TB transposes; TB source rows at a time over NB_GEMM_PCH steps,      \
              * so power-of-two row strides do not collide in one L1 set */               \
@@ -103,21 +104,24 @@ static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64
 /* ---- tile kernels ----------------------------------------------------------
  * C[MR x NR] = (accumulate ? C : 0) + A_panel . B_panel, NR = NV vectors of
  * W lanes.  The accumulators are an array indexed by constants after full
- * unrolling, so gcc keeps them in registers (checked: no spills). */
-#define NB_GEMM_TILE(NAME, T, V, W, MR, NV, VZERO, VLOAD, VSTORE, VSET1, VFMA, VADD, PREFETCH) \
+ * unrolling, so gcc keeps them in registers (checked: no spills).  The
+ * tile's C rows are prefetched before the k loop, B NB_GEMM_PF steps ahead. */
+#define NB_GEMM_PREFETCH(p) __builtin_prefetch((const void *)(p))
+#define NB_GEMM_PF 8
+#define NB_GEMM_TILE(NAME, T, V, W, MR, NV, VZERO, VLOAD, VSTORE, VSET1, VFMA, VADD)     \
     static void NAME(int64_t kc, const void *a_, const void *b_, int64_t ldb, void *c_,   \
                      int64_t ldc, bool accumulate) {                                      \
         const T *restrict a = a_, *restrict b = b_;                                       \
         T *restrict c = c_;                                                               \
         V acc[MR][NV];                                                                    \
         _Pragma("GCC unroll 32") for (int i = 0; i < (MR); i++) {                         \
-            PREFETCH(c + i * ldc);                                                        \
-            PREFETCH(c + i * ldc + (NV) * (W) - 1);                                       \
+            NB_GEMM_PREFETCH(c + i * ldc);                                                \
+            NB_GEMM_PREFETCH(c + i * ldc + (NV) * (W) - 1);                               \
             _Pragma("GCC unroll 8") for (int j = 0; j < (NV); j++) acc[i][j] = VZERO;     \
         }                                                                                 \
-        _Pragma("GCC unroll 4") for (int64_t p = 0; p < kc; p++, a += (MR), b += ldb) { \
+        _Pragma("GCC unroll 4") for (int64_t p = 0; p < kc; p++, a += (MR), b += ldb) {  \
             V bv[NV];                                                                     \
-            PREFETCH(b + NB_GEMM_PF * ldb);                                        \
+            NB_GEMM_PREFETCH(b + NB_GEMM_PF * ldb);                                       \
             _Pragma("GCC unroll 8") for (int j = 0; j < (NV); j++) bv[j] = VLOAD(b + j * (W)); \
             _Pragma("GCC unroll 32") for (int i = 0; i < (MR); i++) {                     \
                 V av = VSET1(a[i]);                                                       \
@@ -132,21 +136,15 @@ static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64
             }                                                                             \
     }
 
-/* Prefetch the tile's C rows before the k loop, and B NB_GEMM_PF steps ahead. */
-#define NB_GEMM_PREFETCH(p) __builtin_prefetch((const void *)(p))
-#ifndef NB_GEMM_PF
-#define NB_GEMM_PF 8
-#endif
-
 #if defined(__AVX512F__)
 #define NB_GEMM_MR_f32 8
 #define NB_GEMM_NV_f32 2
 #define NB_GEMM_MR_f64 8
 #define NB_GEMM_NV_f64 2
 NB_GEMM_TILE(gemm_tile_f32, float, __m512, 16, NB_GEMM_MR_f32, NB_GEMM_NV_f32, _mm512_setzero_ps(),
-             _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, NB_GEMM_PREFETCH)
+             _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
 NB_GEMM_TILE(gemm_tile_f64, double, __m512d, 8, NB_GEMM_MR_f64, NB_GEMM_NV_f64, _mm512_setzero_pd(),
-             _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd, NB_GEMM_PREFETCH)
+             _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd)
 #define NB_GEMM_W_f32 16
 #define NB_GEMM_W_f64 8
 #elif defined(__AVX2__)
@@ -155,9 +153,9 @@ NB_GEMM_TILE(gemm_tile_f64, double, __m512d, 8, NB_GEMM_MR_f64, NB_GEMM_NV_f64, 
 #define NB_GEMM_MR_f64 6
 #define NB_GEMM_NV_f64 2
 NB_GEMM_TILE(gemm_tile_f32, float, __m256, 8, NB_GEMM_MR_f32, NB_GEMM_NV_f32, _mm256_setzero_ps(),
-             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps, NB_GEMM_PREFETCH)
+             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
 NB_GEMM_TILE(gemm_tile_f64, double, __m256d, 4, NB_GEMM_MR_f64, NB_GEMM_NV_f64, _mm256_setzero_pd(),
-             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd, NB_GEMM_PREFETCH)
+             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd)
 #define NB_GEMM_W_f32 8
 #define NB_GEMM_W_f64 4
 #else
@@ -172,9 +170,9 @@ NB_GEMM_TILE(gemm_tile_f64, double, __m256d, 4, NB_GEMM_MR_f64, NB_GEMM_NV_f64, 
 #define NB_GEMM_MR_f64 4
 #define NB_GEMM_NV_f64 4
 NB_GEMM_TILE(gemm_tile_f32, float, float, 1, NB_GEMM_MR_f32, NB_GEMM_NV_f32, 0.0f, NB_S_LOAD,
-             NB_S_STORE, NB_S_SET1, NB_S_FMA, NB_S_ADD, NB_GEMM_PREFETCH)
+             NB_S_STORE, NB_S_SET1, NB_S_FMA, NB_S_ADD)
 NB_GEMM_TILE(gemm_tile_f64, double, double, 1, NB_GEMM_MR_f64, NB_GEMM_NV_f64, 0.0, NB_S_LOAD,
-             NB_S_STORE, NB_S_SET1, NB_S_FMA, NB_S_ADD, NB_GEMM_PREFETCH)
+             NB_S_STORE, NB_S_SET1, NB_S_FMA, NB_S_ADD)
 #define NB_GEMM_W_f32 1
 #define NB_GEMM_W_f64 1
 #endif

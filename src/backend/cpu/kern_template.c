@@ -15,12 +15,14 @@
 #include <string.h>
 
 /* ---- single-precision exp and tanh that vectorize -----------------------
- * exp: Cody–Waite range reduction x = n ln2 + r, |r| <= ln2/2 (n rounded to
- * nearest with the 1.5 * 2^23 trick, which needs no SSE4.1 round
- * instruction), then Cephes expf's degree-6 polynomial for e^r; 2^n is
- * applied as two halves so that results near FLT_MAX stay finite and results
- * below FLT_MIN underflow gradually.  Max error ~2 ulp; +inf above
- * 88.7228, 0 below -104, NaN passes. */
+ * exp: Cody–Waite range reduction x = n ln2 + r, |r| <= ln2/2, then Cephes
+ * expf's degree-6 polynomial for e^r; max error ~1 ulp (normal results).
+ * n is rounded with the 1.5 * 2^23 trick: t = x log2(e) + 1.5 * 2^23 holds
+ * n in its low mantissa bits, so no float-to-int conversion (and no SSE4.1
+ * round) is needed.  2^n is applied as two halves, so x is only clamped to
+ * [-110, 170], where the products themselves overflow to +inf or underflow
+ * (gradually, through the subnormals) to 0; NaN passes through unchanged
+ * arithmetic.  No selects after the polynomial. */
 static inline float nb_pow2i(int32_t n) { /* 2^n for n in [-126, 127] */
     uint32_t bits = (uint32_t)(n + 127) << 23;
     float f;
@@ -29,10 +31,11 @@ static inline float nb_pow2i(int32_t n) { /* 2^n for n in [-126, 127] */
 }
 
 static inline float nb_expf(float x) {
-    const float hi = 88.72283905206835f, lo = -104.0f;
-    float xc = x < hi ? x : hi; /* NaN -> hi, so the int conversion below stays defined */
-    xc = xc > lo ? xc : lo;
-    float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
+    float xc = x > 170.0f ? 170.0f : x;
+    xc = xc < -110.0f ? -110.0f : xc;
+    float t = xc * 1.44269504088896341f + magic;
+    float n = t - magic;
     float r = xc - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float r2 = r * r;
@@ -43,11 +46,10 @@ static inline float nb_expf(float x) {
     p = p * r + 1.6666665459E-1f;
     p = p * r + 5.0000001201E-1f;
     p = p * r2 + r + 1.0f;
-    int32_t ni = (int32_t)n, n1 = ni >> 1; /* floor(n / 2): GCC shifts arithmetically */
-    float y = p * nb_pow2i(n1) * nb_pow2i(ni - n1);
-    y = x > hi ? __builtin_inff() : y;
-    y = x < lo ? 0.0f : y;
-    return x != x ? x : y;
+    uint32_t tb;
+    memcpy(&tb, &t, 4);
+    int32_t ni = (int32_t)(tb - 0x4B400000u), n1 = ni >> 1; /* GCC: modular, arithmetic shift */
+    return p * nb_pow2i(n1) * nb_pow2i(ni - n1);
 }
 
 /* tanh after Cephes tanhf: an odd polynomial for |x| < 0.625, else

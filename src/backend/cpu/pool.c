@@ -6,9 +6,10 @@
  *
  * Waking a sleeping thread costs tens of microseconds (more in a VM), longer
  * than a whole elementwise op on a few hundred thousand elements.  So an
- * idle worker first spins on the job generation for NB_POOL_SPIN_US and only
- * then sleeps on a condition variable; the submitter signals the condition
- * only when someone sleeps.  Between back-to-back ops workers stay awake.
+ * idle worker spins on the job generation while any thread still works on
+ * the current job and for NB_POOL_SPIN_US after, and only then sleeps on a
+ * condition variable; the submitter signals the condition only when someone
+ * sleeps.  Between back-to-back ops workers stay awake.
  *
  * Publication protocol (all atomics sequentially consistent):
  *  - `gen` is even when a job is published, odd while the submitter rewrites
@@ -38,7 +39,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
-static int nthreads = 1; /* configured count (caller included) */
+static atomic_int nthreads = 1; /* configured count (caller included); read without the lock */
 static int nworkers;     /* started worker threads */
 static atomic_ulong gen; /* even: job published; odd: job being rewritten */
 static atomic_int active;   /* workers that may be reading the job */
@@ -73,16 +74,22 @@ static void run_ranges(void) {
     }
 }
 
-/* Wait (spinning, then sleeping) until gen differs from `seen` and is even; returns it. */
+/* Wait until gen differs from `seen` and is even; returns it.  Spins while
+ * another thread still works on the current job (the next one usually
+ * follows at once) and for NB_POOL_SPIN_US after, then sleeps. */
 static unsigned long wait_for_job(unsigned long seen) {
-    double t0 = 0;
+    double idle_since = 0;
     for (unsigned spins = 0;; spins++) {
         unsigned long g = atomic_load(&gen);
         if (g != seen && !(g & 1)) return g;
-        cpu_relax();
+        /* after a short pure spin, yield: with more runnable threads than
+         * cores a spinning worker would steal the submitter's time slice */
+        if (spins < 4096) cpu_relax();
+        else sched_yield();
         if ((spins & 255) != 255) continue;
-        if (t0 == 0) t0 = now_us();
-        else if (now_us() - t0 > NB_POOL_SPIN_US) break;
+        double t = now_us();
+        if (idle_since == 0 || atomic_load(&job.remaining) > 0) idle_since = t;
+        else if (t - idle_since > NB_POOL_SPIN_US) break;
     }
     pthread_mutex_lock(&mu);
     atomic_fetch_add(&sleepers, 1);
