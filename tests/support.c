@@ -59,3 +59,18 @@ double nbt_close_ratio(nb_tensor *a, nb_tensor *b, double rtol, double atol) {
     }
     return worst;
 }
+
+int nbt_setup(void **state) {
+    (void)state;
+    nb_clear_error();
+    nb_scope_begin();
+    return 0;
+}
+
+int nbt_teardown(void **state) {
+    (void)state;
+    nb_scope_end();
+    assert_true(nb_grad_enabled());
+    assert_int_equal(nb_last_status(), NB_OK);
+    return 0;
+}

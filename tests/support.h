@@ -17,6 +17,10 @@ nb_tensor *nbt_ok(nb_tensor *t, const char *expr, const char *file, int line);
 double nbt_close_ratio(nb_tensor *a, nb_tensor *b, double rtol, double atol);
 #define assert_close(a, b, rtol, atol) \
     assert_true(nbt_close_ratio((a), (b), (rtol), (atol)) <= 1.0)
+/** cmocka fixtures: setup clears the error and opens a scope; teardown closes it and
+ *  asserts that recording is on and no error is pending. */
+int nbt_setup(void **state);
+int nbt_teardown(void **state);
 /** Value at a flat row-major position, as double. */
 double nbt_at(nb_tensor *t, int64_t flat);
 

@@ -41,19 +41,6 @@ static void assert_error(nb_status code, const char *op) {
     nb_clear_error();
 }
 
-static int setup(void **state) {
-    (void)state;
-    nb_clear_error();
-    nb_scope_begin();
-    return 0;
-}
-static int teardown(void **state) {
-    (void)state;
-    nb_scope_end();
-    assert_true(nb_grad_enabled());
-    assert_int_equal(nb_last_status(), NB_OK);
-    return 0;
-}
 
 static const double X[] = {-1.5, -0.25, 0.5, 2.0};
 
@@ -408,19 +395,19 @@ static void view_gradients(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(records_only_when_tracked, setup, teardown),
-        cmocka_unit_test_setup_teardown(backward_scalar_and_seed, setup, teardown),
-        cmocka_unit_test_setup_teardown(leaf_grads_are_exclusive, setup, teardown),
-        cmocka_unit_test_setup_teardown(fan_in_fan_out, setup, teardown),
-        cmocka_unit_test_setup_teardown(detach_cuts_the_tape, setup, teardown),
-        cmocka_unit_test_setup_teardown(no_grad_nested_per_thread, setup, teardown),
-        cmocka_unit_test_setup_teardown(grad_of_grad, setup, teardown),
-        cmocka_unit_test_setup_teardown(pow_rule_precision, setup, teardown),
+        cmocka_unit_test_setup_teardown(records_only_when_tracked, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(backward_scalar_and_seed, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(leaf_grads_are_exclusive, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(fan_in_fan_out, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(detach_cuts_the_tape, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(no_grad_nested_per_thread, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(grad_of_grad, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(pow_rule_precision, nbt_setup, nbt_teardown),
         cmocka_unit_test(long_chain),
-        cmocka_unit_test_setup_teardown(broadcast_grads_reduce, setup, teardown),
-        cmocka_unit_test_setup_teardown(grads_across_devices, setup, teardown),
-        cmocka_unit_test_setup_teardown(autograd_grad_inputs, setup, teardown),
-        cmocka_unit_test_setup_teardown(view_gradients, setup, teardown),
+        cmocka_unit_test_setup_teardown(broadcast_grads_reduce, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(grads_across_devices, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(autograd_grad_inputs, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(view_gradients, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,12 +35,6 @@ static void check_fail(const char *expr, int line, bool failed, nb_status code, 
 static nb_tensor *f32(const int64_t *shape, int ndim) { return NBT(nb_zeros(shape, ndim, NB_F32)); }
 static nb_tensor *i64s(const int64_t *shape, int ndim) { return NBT(nb_zeros(shape, ndim, NB_I64)); }
 
-static int setup(void **state) {
-    (void)state;
-    nb_clear_error();
-    nb_scope_begin();
-    return 0;
-}
 static int teardown(void **state) {
     (void)state;
     nb_scope_end();
@@ -791,23 +785,23 @@ static void first_error_of_a_chain_is_kept(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(status_dtype_optable, setup, teardown),
-        cmocka_unit_test_setup_teardown(devices_and_threads, setup, teardown),
-        cmocka_unit_test_setup_teardown(inspection_of_null, setup, teardown),
-        cmocka_unit_test_setup_teardown(constructors, setup, teardown),
-        cmocka_unit_test_setup_teardown(moves_and_casts, setup, teardown),
-        cmocka_unit_test_setup_teardown(views, setup, teardown),
-        cmocka_unit_test_setup_teardown(element_access, setup, teardown),
-        cmocka_unit_test_setup_teardown(inplace_updates, setup, teardown),
-        cmocka_unit_test_setup_teardown(elementwise, setup, teardown),
-        cmocka_unit_test_setup_teardown(reductions_and_scans, setup, teardown),
-        cmocka_unit_test_setup_teardown(linear_algebra, setup, teardown),
-        cmocka_unit_test_setup_teardown(indexing_and_joining, setup, teardown),
-        cmocka_unit_test_setup_teardown(autograd, setup, teardown),
-        cmocka_unit_test_setup_teardown(printing_einsum_nn, setup, teardown),
-        cmocka_unit_test_setup_teardown(convolution_pooling, setup, teardown),
-        cmocka_unit_test_setup_teardown(data_and_training, setup, teardown),
-        cmocka_unit_test_setup_teardown(first_error_of_a_chain_is_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(status_dtype_optable, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(devices_and_threads, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(inspection_of_null, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(constructors, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(moves_and_casts, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(views, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(element_access, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(inplace_updates, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(elementwise, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(reductions_and_scans, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(linear_algebra, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(indexing_and_joining, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(autograd, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(printing_einsum_nn, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(convolution_pooling, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(data_and_training, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(first_error_of_a_chain_is_kept, nbt_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

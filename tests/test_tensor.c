@@ -53,19 +53,6 @@ static nb_tensor *iota(const int64_t *shape, int ndim) {
     return NBT(nb_reshape(NBT(nb_arange(0, (double)n, 1, NB_F64)), shape, ndim));
 }
 
-static int setup(void **state) {
-    (void)state;
-    nb_clear_error();
-    nb_scope_begin();
-    return 0;
-}
-static int teardown(void **state) {
-    (void)state;
-    nb_scope_end();
-    assert_int_equal(nb_last_status(), NB_OK);
-    return 0;
-}
-
 /* ======================================================================== */
 /* T1 dtypes                                                                */
 /* ======================================================================== */
@@ -1100,34 +1087,34 @@ static void unscoped_paths(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(dtype_names_sizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(promotion_table, setup, teardown),
-        cmocka_unit_test_setup_teardown(promotion_in_ops, setup, teardown),
-        cmocka_unit_test_setup_teardown(half_decode_exhaustive, setup, teardown),
-        cmocka_unit_test_setup_teardown(half_encode_rne, setup, teardown),
-        cmocka_unit_test_setup_teardown(float_to_int_conversion, setup, teardown),
-        cmocka_unit_test_setup_teardown(cast_round_trips, setup, teardown),
-        cmocka_unit_test_setup_teardown(views_share_and_write_through, setup, teardown),
+        cmocka_unit_test_setup_teardown(dtype_names_sizes, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(promotion_table, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(promotion_in_ops, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(half_decode_exhaustive, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(half_encode_rne, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(float_to_int_conversion, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(cast_round_trips, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(views_share_and_write_through, nbt_setup, nbt_teardown),
         cmocka_unit_test(from_blob_borrow),
-        cmocka_unit_test_setup_teardown(rank0_scalars, setup, teardown),
-        cmocka_unit_test_setup_teardown(zero_size_dims, setup, teardown),
-        cmocka_unit_test_setup_teardown(rank8, setup, teardown),
-        cmocka_unit_test_setup_teardown(overflow_checked_counts, setup, teardown),
-        cmocka_unit_test_setup_teardown(arange_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(linspace_values, setup, teardown),
-        cmocka_unit_test_setup_teardown(eye_full_like, setup, teardown),
-        cmocka_unit_test_setup_teardown(random_reproducible, setup, teardown),
-        cmocka_unit_test_setup_teardown(random_statistics, setup, teardown),
-        cmocka_unit_test_setup_teardown(reshape_view_or_copy, setup, teardown),
-        cmocka_unit_test_setup_teardown(permute_transpose_narrow, setup, teardown),
-        cmocka_unit_test_setup_teardown(slice_python_semantics, setup, teardown),
-        cmocka_unit_test_setup_teardown(select_squeeze_unsqueeze, setup, teardown),
-        cmocka_unit_test_setup_teardown(expand_broadcast_to, setup, teardown),
-        cmocka_unit_test_setup_teardown(flip_diagonal, setup, teardown),
-        cmocka_unit_test_setup_teardown(as_strided_bounds, setup, teardown),
-        cmocka_unit_test_setup_teardown(contiguous_noop, setup, teardown),
-        cmocka_unit_test_setup_teardown(access_through_views, setup, teardown),
-        cmocka_unit_test_setup_teardown(broadcasting, setup, teardown),
+        cmocka_unit_test_setup_teardown(rank0_scalars, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(zero_size_dims, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(rank8, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(overflow_checked_counts, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(arange_values, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(linspace_values, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(eye_full_like, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(random_reproducible, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(random_statistics, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(reshape_view_or_copy, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(permute_transpose_narrow, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(slice_python_semantics, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(select_squeeze_unsqueeze, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(expand_broadcast_to, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(flip_diagonal, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(as_strided_bounds, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(contiguous_noop, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(access_through_views, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(broadcasting, nbt_setup, nbt_teardown),
         cmocka_unit_test(scopes_release_and_keep),
         cmocka_unit_test(unscoped_paths),
     };

@@ -145,7 +145,9 @@ static nb_status cpu_where(nb_tensor *out, const nb_tensor *cnd, const nb_tensor
 /* ---- reductions ----
  * The reduced axes are split from the kept ones; every output element is
  * combined in one fixed order, independent of the thread count:
- *  - sum over a contiguous trailing block: pairwise sum per output;
+ *  - float sum / max / min whose innermost reduced axis is contiguous: the
+ *    typed kernel (pairwise sum, vector extreme) per contiguous run, runs
+ *    combined in order;
  *  - sum of everything (one output): fixed 64 chunks, partials added in order;
  *  - sum over leading axes with a contiguous kept tail: column accumulation;
  *  - everything else: a strided walk per output with double accumulation. */
