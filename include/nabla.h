@@ -167,7 +167,14 @@ int nb_get_num_threads(void);
  * CPUs.  Results are bitwise identical for every thread count (B5).
  */
 void nb_set_num_threads(int n);
-/** SIMD level the CPU backend dispatched to at run time: "avx512", "avx2" or "scalar". */
+/**
+ * SIMD level the CPU backend dispatched to at run time: "avx512", "avx2" or
+ * "scalar".  The environment variable NB_SIMD=scalar|avx2 caps the level.
+ * Other environment variables read by the CPU backend: NB_NUM_THREADS (see
+ * nb_set_num_threads) and NB_ALLOC_CACHE_MB, the size of the cache that keeps
+ * freed buffers of 4 MiB and more (huge-page backed) for reuse (default 256;
+ * 0 turns it off).
+ */
 const char *nb_cpu_simd_level(void);
 
 /* ------------------------------------------------------------------------ */
@@ -1072,8 +1079,8 @@ nb_status nb_optim_step(nb_optimizer *opt);
 void nb_optim_zero_grad(nb_optimizer *opt);
 /** Current learning rate. */
 double nb_optim_lr(const nb_optimizer *opt);
-/** Set the learning rate used by the next steps (what a scheduler does). */
-void nb_optim_set_lr(nb_optimizer *opt, double lr);
+/** Set the learning rate used by the next steps (what a scheduler does).  Errors: NB_ERR_NULL, NB_ERR_ARG (negative, NaN or infinite lr). */
+nb_status nb_optim_set_lr(nb_optimizer *opt, double lr);
 /** Free the optimizer and its state; releases its parameter references.  NULL is a no-op. */
 void nb_optim_free(nb_optimizer *opt);
 

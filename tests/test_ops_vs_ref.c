@@ -21,9 +21,9 @@
  *   f32       rtol 1e-6: the formula in double rounded once (exact), except
  *             the SIMD polynomials behind exp, tanh, sigmoid and silu
  *             (measured: exp, tanh, rsqrt 1 ulp = 1.2e-7; sigmoid, silu
- *             2 ulp = 2.4e-7); atol FLT_MIN because the SIMD exp flushes
- *             results below FLT_MIN (x < -87.34) to 0 where the oracle keeps
- *             subnormals.
+ *             2 ulp = 2.4e-7); atol FLT_MIN because relative error is
+ *             meaningless for subnormal results (x < -87.34 for exp), where
+ *             the polynomial's scaling step may round differently.
  *   f16/bf16  one ulp (1e-3 / 8e-3): both go through the double path.
  *   integers, bool, indices, copies: exact.
  *   sums/scans: plus an absolute 1e-15·N·max|x| for N summed terms (both
@@ -151,7 +151,7 @@ static double rtol_of(nb_dtype dt) {
     default: return 0; /* integers and bool: exact */
     }
 }
-/* Absolute floors: f32/bf16 FLT_MIN (the SIMD exp flushes subnormals), f16 its smallest subnormal. */
+/* Absolute floors: f32/bf16 FLT_MIN (subnormal results), f16 its smallest subnormal. */
 static double atol_of(nb_dtype dt) {
     switch (dt) {
     case NB_F64: return 1e-15;

@@ -22,6 +22,11 @@ const nb_backend *nb_backend_for(nb_device dev) {
         nb__error(NB_ERR_DEVICE, "backend_for: unknown device type %d", (int)dev.type);
         return NULL;
     }
+    if ((dev.type == NB_DEVICE_CPU || dev.type == NB_DEVICE_REF) && dev.index != 0) {
+        nb__error(NB_ERR_DEVICE, "backend_for: host device %s:%d does not exist (index must be 0)",
+                  dev.type == NB_DEVICE_CPU ? "cpu" : "ref", dev.index);
+        return NULL;
+    }
     const nb_backend *be = atomic_load(&registered[dev.type]);
     if (be) return be;
     if (dev.type == NB_DEVICE_CPU) return &nb__cpu_backend;

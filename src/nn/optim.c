@@ -124,10 +124,12 @@ void nb_optim_free(nb_optimizer *o) {
 
 double nb_optim_lr(const nb_optimizer *o) { return !o ? NAN : o->kind == OPT_SGD ? o->sgd.lr : o->adam.lr; }
 
-void nb_optim_set_lr(nb_optimizer *o, double lr) {
-    if (!o) return;
+nb_status nb_optim_set_lr(nb_optimizer *o, double lr) {
+    if (!o) return nb__error_set(NB_ERR_NULL, "optim_set_lr: optimizer is NULL");
+    if (!(lr >= 0) || isinf(lr)) return nb__error_set(NB_ERR_ARG, "optim_set_lr: learning rate must be finite and >= 0, got %g", lr);
     if (o->kind == OPT_SGD) o->sgd.lr = lr;
     else o->adam.lr = lr;
+    return NB_OK;
 }
 
 void nb_optim_zero_grad(nb_optimizer *o) {

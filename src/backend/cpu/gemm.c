@@ -25,7 +25,7 @@
 /* Cache blocks in elements, per dtype slot (f32, f64): the A micro-panel
  * (KC x mr, 16 KiB) fits a 32 KiB L1d, the B block (KC x NC) a 1 MiB L2.
  * Chosen by sweeping KC 128..512, NC 256..1024, MC 64..256 on Zen 4 (best of
- * 25 runs in CPU time; see bench/RESULTS_gemm.md). */
+ * 25 runs in CPU time; see bench/RESULTS.md, section 4). */
 static const int64_t KC[2] = {512, 256}, MC[2] = {128, 128}, NC[2] = {512, 512};
 /* Blocks of at most this many rows read row-major B in place (measured: a
  * gain up to about 384 rows, a loss from 512). */
