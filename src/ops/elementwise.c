@@ -76,6 +76,29 @@ nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim) {
     return nb__tensor_view_of(t->storage, shape, st, ndim, t->offset, t->dtype);
 }
 
+/* The operands of an elementwise kernel: ts[i] converted to dts[i] (NB_DTYPE_COUNT keeps
+ * its dtype) and viewed with the output's shape (stride 0 on broadcast axes).  A tensor
+ * that already has both is passed through.  All or nothing: false leaves no references. */
+static bool kernel_operands(nb_tensor **out, nb_tensor *const *ts, const nb_dtype *dts, int n,
+                            const int64_t *shape, int nd) {
+    for (int i = 0; i < n; i++) {
+        nb_dtype dt = dts[i] == NB_DTYPE_COUNT ? ts[i]->dtype : dts[i];
+        nb_tensor *c = nb__to_dtype(ts[i], dt);
+        bool same = c && c->ndim == nd && !memcmp(c->shape, shape, sizeof(int64_t) * (size_t)nd);
+        out[i] = same ? nb_retain(c) : c ? nb__expand_raw(c, shape, nd) : NULL;
+        nb_release(c);
+        if (!out[i]) {
+            while (i-- > 0) nb_release(out[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static void release_all(nb_tensor **ts, int n) {
+    for (int i = 0; i < n; i++) nb_release(ts[i]);
+}
+
 nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b) {
     const char *name = nb__ops[op].name;
     NB_CHECK_ARG(name, a);
@@ -89,19 +112,15 @@ nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b) {
     nb_dtype_rule rule = nb__ops[op].dtype_rule;
     if (rule == NB_DT_FPROMOTE) ct = nb__float_of(ct);
     nb_dtype odt = rule == NB_DT_BOOL ? NB_BOOL : ct;
-    nb_tensor *ac = nb__to_dtype(a, ct), *bc = ac ? nb__to_dtype(b, ct) : NULL;
-    nb_tensor *ae = bc ? nb__expand_raw(ac, shape, nd) : NULL;
-    nb_tensor *bE = ae ? nb__expand_raw(bc, shape, nd) : NULL;
-    nb_tensor *out = bE ? nb__tensor_new(shape, nd, odt, a->storage->device) : NULL;
-    if (out && be->binary(op, out, ae, bE) != NB_OK) {
+    nb_tensor *k[2];
+    if (!kernel_operands(k, (nb_tensor *[]){a, b}, (nb_dtype[]){ct, ct}, 2, shape, nd)) return NULL;
+    nb_tensor *out = nb__tensor_new(shape, nd, odt, a->storage->device);
+    if (out && be->binary(op, out, k[0], k[1]) != NB_OK) {
         nb_release(out);
         out = NULL;
     }
     if (out) out->weak = a->weak && b->weak; /* still a C number (e.g. b - 1 in the pow rule) */
-    nb_release(ac);
-    nb_release(bc);
-    nb_release(ae);
-    nb_release(bE);
+    release_all(k, 2);
     if (out && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record((nb_tensor *[]){a, b}, 2))
         out = nb__record(out, op, (nb_tensor *[]){a, b}, 2, NULL);
     return out;
@@ -171,20 +190,15 @@ nb_tensor *nb__where(nb_tensor *c, nb_tensor *a, nb_tensor *b) {
     int nd = nb__broadcast_shapes("where", s1, n1, b->shape, b->ndim, shape);
     if (nd < 0) return NULL;
     nb_dtype ct = promote(a, b);
-    nb_tensor *ac = nb__to_dtype(a, ct), *bc = ac ? nb__to_dtype(b, ct) : NULL;
-    nb_tensor *ce = bc ? nb__expand_raw(c, shape, nd) : NULL;
-    nb_tensor *ae = ce ? nb__expand_raw(ac, shape, nd) : NULL;
-    nb_tensor *bE = ae ? nb__expand_raw(bc, shape, nd) : NULL;
-    nb_tensor *out = bE ? nb__tensor_new(shape, nd, ct, a->storage->device) : NULL;
-    if (out && be->where(out, ce, ae, bE) != NB_OK) {
+    nb_tensor *k[3];
+    if (!kernel_operands(k, (nb_tensor *[]){c, a, b}, (nb_dtype[]){NB_DTYPE_COUNT, ct, ct}, 3, shape, nd))
+        return NULL;
+    nb_tensor *out = nb__tensor_new(shape, nd, ct, a->storage->device);
+    if (out && be->where(out, k[0], k[1], k[2]) != NB_OK) {
         nb_release(out);
         out = NULL;
     }
-    nb_release(ac);
-    nb_release(bc);
-    nb_release(ce);
-    nb_release(ae);
-    nb_release(bE);
+    release_all(k, 3);
     if (out && nb__should_record((nb_tensor *[]){a, b}, 2))
         out = nb__record(out, NB_OP_WHERE, (nb_tensor *[]){c, a, b}, 3, NULL);
     return out;
