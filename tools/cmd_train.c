@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *CMD = "train";
 
@@ -232,12 +233,27 @@ static int train(run *r, FILE *metrics, epoch_result *res) {
     return rc;
 }
 
+/* The checkpoint is written after training: refuse at the start, not after the
+ * whole run, when its directory does not exist or is not writable. */
+static bool save_dir_writable(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return access(".", W_OK) == 0;
+    char dir[4096];
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    if (n >= sizeof dir) return false;
+    memcpy(dir, path, n);
+    dir[n] = '\0';
+    return access(dir, W_OK) == 0;
+}
+
 int cmd_train(int argc, char **argv) {
     train_cfg c = {.model = "mlp", .optimizer = "adam", .schedule = "cosine", .epochs = 5, .batch = 128,
                    .lr = NAN, .momentum = 0.9, .weight_decay = NAN};
     bool help;
     int rc = parse(argc, argv, &c, &help);
     if (rc != CLI_OK || help) return rc;
+    if (c.save && !save_dir_writable(c.save))
+        return cli_error(CMD, CLI_FAIL, "cannot write the checkpoint %s: its directory is missing or not writable", c.save);
     FILE *metrics = NULL;
     if (c.metrics && !(metrics = fopen(c.metrics, "w")))
         return cli_error(CMD, CLI_FAIL, "cannot write the metrics file %s", c.metrics);

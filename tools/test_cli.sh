@@ -61,7 +61,7 @@ expect 1 "'fc1.weight' has shape \[2, 2\] but the mlp model needs \[256, 784\]" 
 
 # the remaining checks need the data set
 if "$NABLA" doctor | grep -q '^dataset: *Fashion-MNIST'; then
-  expect 1 "saving the checkpoint" -- train --limit 256 --epochs 1 --save "$WORK/no-such-dir/x.safetensors"
+  expect 1 "cannot write the checkpoint" -- train --limit 256 --epochs 1 --save "$WORK/no-such-dir/x.safetensors"
   for run in 1 2; do
     "$NABLA" train --limit 1024 --epochs 1 --seed 7 --threads 2 --save "$WORK/run$run.safetensors" \
       --metrics "$WORK/m$run.csv" >"$WORK/train$run.log" 2>&1 || { echo "FAIL: training run $run"; cat "$WORK/train$run.log"; fails=$((fails + 1)); }
