@@ -110,6 +110,26 @@ static void check_grad(scalar_fn f, const void *ctx, const double *x0, const int
 
 /* ---- softmax / log_softmax ---- */
 
+/* Zero-size axes as torch 1.13 gives them: softmax(zeros(0,4), 0) has shape [0,4],
+ * logsumexp over the empty axis is -inf (log of an empty sum), chunk(…, 3) of an
+ * empty axis gives 3 empty pieces. */
+static void empty_axes(void **state) {
+    (void)state;
+    nb_scope_begin();
+    nb_tensor *x = NBT(nb_zeros(NB_SHAPE(0, 4), NB_F32));
+    nb_tensor *sm = NBT(nb_softmax(x, 0)), *lsm = NBT(nb_log_softmax(x, 0));
+    assert_int_equal(nb_ndim(sm), 2);
+    assert_int_equal(nb_shape(sm)[0], 0);
+    assert_int_equal(nb_shape(lsm)[1], 4);
+    nb_tensor *lse = NBT(nb_logsumexp(x, NB_AXES(0), false));
+    assert_int_equal(nb_numel(lse), 4);
+    for (int64_t i = 0; i < 4; i++) assert_true(isinf(nbt_at(lse, i)) && nbt_at(lse, i) < 0);
+    nb_tensor *pieces[4] = {0};
+    assert_int_equal(nb_chunk(x, 3, 0, pieces, 4), 3);
+    for (int i = 0; i < 3; i++) assert_int_equal(nb_numel(pieces[i]), 0);
+    nb_scope_end();
+}
+
 static void softmax_values(void **state) {
     (void)state;
     nb_scope_begin();
@@ -491,6 +511,7 @@ static void mse_and_bce(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(empty_axes),
         cmocka_unit_test(softmax_values),        cmocka_unit_test(softmax_grad),
         cmocka_unit_test(norm_values),           cmocka_unit_test(norm_grad),
         cmocka_unit_test(dropout),               cmocka_unit_test(cross_entropy_indices),

@@ -167,10 +167,9 @@ int nb_chunk(nb_tensor *x, int chunks, int axis, nb_tensor **out, int max_out) {
         nb__error(NB_ERR_ARG, "chunk: chunks must be positive, got %d", chunks);
         return -1;
     }
+    if (x->shape[a] == 0) return split_sizes(x, a, 0, chunks, out, max_out); /* torch: `chunks` empty pieces */
     int64_t step = (x->shape[a] + chunks - 1) / chunks;
-    if (step == 0) step = 1;
-    int64_t count = x->shape[a] == 0 ? 1 : (x->shape[a] + step - 1) / step;
-    return split_sizes(x, a, step, count, out, max_out);
+    return split_sizes(x, a, step, (x->shape[a] + step - 1) / step, out, max_out);
 }
 
 /* Reflect pad along one axis: indices l..1, 0..n-1, n-2..n-1-r (no edge repeat). */

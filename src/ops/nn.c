@@ -20,7 +20,7 @@ nb_tensor *nb_softmax(nb_tensor *x, int axis) {
     if (!require_float("softmax", x) || nb__axis("softmax", axis, x->ndim == 0 ? 1 : x->ndim) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
     /* the shift is a constant for differentiation: its gradient cancels */
-    nb_tensor *e = nb_exp(nb_sub(x, nb_detach(nb_max(x, &axis, 1, true))));
+    nb_tensor *e = nb_exp(nb_sub(x, nb__exp_shift(x, &axis, 1)));
     NB_COMPOSITE_RETURN(nb_div(e, nb_sum(e, &axis, 1, true)));
 }
 
@@ -29,7 +29,7 @@ nb_tensor *nb_log_softmax(nb_tensor *x, int axis) {
     if (!require_float("log_softmax", x) || nb__axis("log_softmax", axis, x->ndim == 0 ? 1 : x->ndim) < 0)
         return NULL;
     NB_COMPOSITE_BEGIN();
-    nb_tensor *d = nb_sub(x, nb_detach(nb_max(x, &axis, 1, true)));
+    nb_tensor *d = nb_sub(x, nb__exp_shift(x, &axis, 1));
     NB_COMPOSITE_RETURN(nb_sub(d, nb_log(nb_sum(nb_exp(d), &axis, 1, true))));
 }
 

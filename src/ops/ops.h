@@ -98,5 +98,11 @@ nb_tensor *nb__full_on(const int64_t *shape, int ndim, double v, nb_dtype dt, nb
 /** Unscoped where (used by derivative rules through nb_where). */
 nb_tensor *nb__where(nb_tensor *c, nb_tensor *a, nb_tensor *b);
 nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double value);
+/**
+ * The shift of a numerically stable exp-sum of x over axes (scoped, detached,
+ * keepdim shape): max(x), replaced by 0 where the max is infinite or the
+ * reduced extent is empty.  Shared by logsumexp, softmax and log_softmax.
+ */
+nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes);
 
 #endif /* NB_OPS_H */

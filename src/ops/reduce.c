@@ -152,14 +152,26 @@ nb_tensor *nb_std(nb_tensor *x, const int *axes, int naxes, int64_t correction, 
     NB_COMPOSITE_RETURN(nb_sqrt(nb_var(x, axes, naxes, correction, keepdim)));
 }
 
+nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes) {
+    int64_t n = reduced_count("exp_shift", x, axes, naxes);
+    if (n < 0) return NULL;
+    if (n == 0) { /* nothing to shift: an empty exp-sum is 0, its log -inf, as torch */
+        bool mask[NB_MAX_DIMS] = {0};
+        if (x->ndim) nb__axes_mask("exp_shift", axes, naxes, x->ndim, mask);
+        int64_t kshape[NB_MAX_DIMS];
+        for (int d = 0; d < x->ndim; d++) kshape[d] = mask[d] ? 1 : x->shape[d];
+        return nb__own(nb__full_on(kshape, x->ndim, 0, x->dtype, x->storage->device));
+    }
+    nb_tensor *m = nb_detach(nb_max(x, axes, naxes, true));
+    return nb_where(nb_eq(nb_abs(m), INFINITY), nb_zeros_like(m), m);
+}
+
 nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim) {
     NB_CHECK_ARG("logsumexp", x);
     if (!float_only("logsumexp", x)) return NULL;
     if (reduced_count("logsumexp", x, axes, naxes) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
-    /* the shift m is a constant for differentiation: its gradient cancels */
-    nb_tensor *m = nb_detach(nb_max(x, axes, naxes, true));
-    m = nb_where(nb_eq(nb_abs(m), INFINITY), nb_zeros_like(m), m);
+    nb_tensor *m = nb__exp_shift(x, axes, naxes);
     nb_tensor *r = nb_add(nb_log(nb_sum(nb_exp(nb_sub(x, m)), axes, naxes, true)), m);
     if (!keepdim && r) {
         bool mask[NB_MAX_DIMS];
