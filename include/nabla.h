@@ -338,7 +338,7 @@ nb_tensor *nb_unsqueeze(nb_tensor *t, int axis);
 nb_tensor *nb_expand(nb_tensor *t, const int64_t *shape, int ndim);
 /** NumPy broadcast_to (like nb_expand without -1). */
 nb_tensor *nb_broadcast_to(nb_tensor *t, const int64_t *shape, int ndim);
-/** Reverse the order of elements along each listed axis (negative strides; a view, unlike torch.flip). */
+/** Reverse the order of elements along each listed axis (axes NULL: every axis) — negative strides, a view (torch.flip copies). */
 nb_tensor *nb_flip(nb_tensor *t, const int *axes, int naxes);
 /** View of the diagonal of axes a and b, shifted by `offset`, appended as the last axis (torch.diagonal). */
 nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int a, int b);

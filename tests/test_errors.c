@@ -501,14 +501,14 @@ static void indexing_and_joining(void **state) {
     FAILS(NB_ERR_SHAPE, "embedding", nb_embedding(f32(NB_SHAPE(3)), ix));
     FAILS(NB_ERR_INDEX, "gather", nb_embedding(f32(NB_SHAPE(3, 2)), bad)); /* composed (see report) */
     nb_tensor *pair[2] = {x, f32(NB_SHAPE(3, 5))}, *holes[2] = {x, NULL};
-    FAILS(NB_ERR_ARG, "cat", nb_cat(NULL, 2, 0));
+    FAILS(NB_ERR_NULL, "cat", nb_cat(NULL, 2, 0));
     FAILS(NB_ERR_ARG, "cat", nb_cat(pair, 0, 0));
     FAILS(NB_ERR_NULL, "cat", nb_cat(holes, 2, 0));
     FAILS(NB_ERR_SHAPE, "cat", nb_cat(pair, 2, 0));
     FAILS(NB_ERR_AXIS, "cat", nb_cat(pair, 2, 2));
     FAILS(NB_ERR_SHAPE, "cat", nb_cat((nb_tensor *[]){x, f32(NB_SHAPE(3))}, 2, 0));
     FAILS(NB_ERR_DEVICE, "cat", nb_cat((nb_tensor *[]){x, NBT(nb_to_device(x, NB_REF))}, 2, 0));
-    FAILS(NB_ERR_ARG, "stack", nb_stack(NULL, 1, 0));
+    FAILS(NB_ERR_NULL, "stack", nb_stack(NULL, 1, 0));
     FAILS(NB_ERR_ARG, "stack", nb_stack(pair, 0, 0));
     FAILS(NB_ERR_NULL, "unsqueeze", nb_stack(holes, 2, 0)); /* names its part (see report) */
     FAILS(NB_ERR_SHAPE, "stack", nb_stack(pair, 2, 0));

@@ -97,7 +97,11 @@ nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes) {
 }
 
 nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {
-    if (!ts || n <= 0) {
+    if (!ts) {
+        nb__error(NB_ERR_NULL, "stack: the tensor list is NULL");
+        return NULL;
+    }
+    if (n <= 0) {
         nb__error(NB_ERR_ARG, "stack: expected at least one tensor, got %d", n);
         return NULL;
     }

@@ -106,7 +106,11 @@ nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *s
 }
 
 nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis) {
-    if (!ts || n <= 0) {
+    if (!ts) {
+        nb__error(NB_ERR_NULL, "cat: the tensor list is NULL");
+        return NULL;
+    }
+    if (n <= 0) {
         nb__error(NB_ERR_ARG, "cat: expected at least one tensor, got %d", n);
         return NULL;
     }

@@ -268,7 +268,7 @@ nb_tensor *nb_slice(nb_tensor *t, int axis, int64_t start, int64_t stop, int64_t
     int a = nb__axis("slice", axis, t->ndim);
     if (a < 0) return NULL;
     if (step == 0 || step == INT64_MIN) {
-        nb__error(NB_ERR_ARG, "slice: step must be nonzero, got %lld", (long long)step);
+        nb__error(NB_ERR_ARG, "slice: step must be nonzero and greater than INT64_MIN, got %lld", (long long)step);
         return NULL;
     }
     int64_t n = t->shape[a];
