@@ -101,12 +101,15 @@ const char *nb_status_name(nb_status s);
 /* ------------------------------------------------------------------------ */
 
 /**
- * Element types (append-only).  Arithmetic on integer dtypes is evaluated
- * in double precision and converted back with truncation toward zero and
- * SATURATION at the type's range (NaN -> 0): exact for |values| < 2^53, and
- * it deliberately differs from PyTorch, which wraps around on overflow
- * (u8 0 - 1 is 0 here, 255 in PyTorch).  Copies and casts between equal
- * integer dtypes are exact.
+ * Element types (append-only).  Integer arithmetic (neg, abs, sign, square,
+ * relu, add, sub, mul, pow, maximum, minimum, remainder, comparisons, sum,
+ * prod, max, min, cumsum, cumprod, where) is exact in int64 and wraps around
+ * on overflow like PyTorch (u8 0 - 1 = 255, i64 max + 1 = i64 min).  Where
+ * PyTorch raises instead, nabla returns a value: integer remainder by 0 is 0,
+ * a negative integer power is 0 (1 for base 1, +-1 for base -1).
+ * Conversions from float to integer (nb_cast, nb_full, nb_arange, …)
+ * truncate toward zero and SATURATE at the type's range, NaN -> 0 — C leaves
+ * those cases undefined and PyTorch's result is platform-specific.
  */
 typedef enum nb_dtype {
     NB_F32 = 0, NB_F64, NB_F16, NB_BF16, NB_I8, NB_I32, NB_I64, NB_U8, NB_BOOL,

@@ -1085,6 +1085,45 @@ static void unscoped_paths(void **state) {
     for (size_t i = 0; i < sizeof views / sizeof *views; i++) nb_release(views[i]);
 }
 
+/* Integer arithmetic is exact in int64 and wraps like PyTorch (two's complement);
+ * expected values follow from that definition, read back bit-exactly. */
+static void integer_arithmetic_exact_and_wraps(void **state) {
+    (void)state;
+    const int64_t big = ((int64_t)1 << 53) + 1, imax = INT64_MAX;
+    int64_t v[3] = {big, big, 1}, got[3];
+    nb_tensor *x = NBT(nb_from_data(v, NB_SHAPE(3), NB_I64));
+    assert_int_equal(nb_copy_to_host(NBT(nb_add(x, 1)), got, sizeof got), NB_OK);
+    assert_true(got[0] == big + 1 && got[2] == 2);
+    assert_int_equal(nb_copy_to_host(NBT(nb_sum(x, NULL, 0, false)), got, 8), NB_OK);
+    assert_true(got[0] == 2 * big + 1);
+    assert_int_equal(nb_copy_to_host(NBT(nb_max(x, NULL, 0, false)), got, 8), NB_OK);
+    assert_true(got[0] == big);
+    assert_int_equal(nb_copy_to_host(NBT(nb_cumsum(x, 0)), got, sizeof got), NB_OK);
+    assert_true(got[1] == 2 * big && got[2] == 2 * big + 1);
+    nb_tensor *m = NBT(nb_from_data(&imax, NULL, 0, NB_I64));
+    assert_int_equal(nb_copy_to_host(NBT(nb_add(m, 1)), got, 8), NB_OK);
+    assert_true(got[0] == INT64_MIN);
+    assert_int_equal(nb_copy_to_host(NBT(nb_where(NBT(nb_gt(x, 1)), x, NBT(nb_neg(x)))), got, sizeof got), NB_OK);
+    assert_true(got[0] == big && got[2] == -1);
+
+    uint8_t u[2] = {0, 200}, ug[2];
+    nb_tensor *xu = NBT(nb_from_data(u, NB_SHAPE(2), NB_U8));
+    assert_int_equal(nb_copy_to_host(NBT(nb_sub(xu, 1)), ug, 2), NB_OK);
+    assert_true(ug[0] == 255 && ug[1] == 199);
+    assert_int_equal(nb_copy_to_host(NBT(nb_add(xu, NBT(nb_full(NB_SHAPE(2), 100, NB_U8)))), ug, 2), NB_OK);
+    assert_true(ug[0] == 100 && ug[1] == 44);
+    int8_t i8 = -128, i8g;
+    assert_int_equal(nb_copy_to_host(NBT(nb_abs(NBT(nb_from_data(&i8, NULL, 0, NB_I8)))), &i8g, 1), NB_OK);
+    assert_true(i8g == -128);
+
+    int64_t a[4] = {-7, 7, 3, 2}, b[4] = {3, -3, 0, 63}, r[4];
+    nb_tensor *ta = NBT(nb_from_data(a, NB_SHAPE(4), NB_I64)), *tb = NBT(nb_from_data(b, NB_SHAPE(4), NB_I64));
+    assert_int_equal(nb_copy_to_host(NBT(nb_remainder(ta, tb)), r, sizeof r), NB_OK);
+    assert_true(r[0] == 2 && r[1] == -2 && r[2] == 0 && r[3] == 2); /* Python's %; x % 0 -> 0 (documented) */
+    assert_int_equal(nb_copy_to_host(NBT(nb_pow(ta, tb)), r, sizeof r), NB_OK);
+    assert_true(r[0] == -343 && r[1] == 0 && r[2] == 1 && r[3] == INT64_MIN); /* 7^-3 -> 0 (documented); 2^63 wraps */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(dtype_names_sizes, nbt_setup, nbt_teardown),
@@ -1094,6 +1133,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(half_encode_rne, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(float_to_int_conversion, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cast_round_trips, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(integer_arithmetic_exact_and_wraps, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(views_share_and_write_through, nbt_setup, nbt_teardown),
         cmocka_unit_test(from_blob_borrow),
         cmocka_unit_test_setup_teardown(rank0_scalars, nbt_setup, nbt_teardown),

@@ -126,3 +126,26 @@ void nb__store(void *p, nb_dtype dt, double v) {
     default: NB_ASSERT(0 && "bad dtype");
     }
 }
+
+int64_t nb__load_i64(const void *p, nb_dtype dt) {
+    switch (dt) {
+    case NB_I8: return *(const int8_t *)p;
+    case NB_I32: return *(const int32_t *)p;
+    case NB_I64: return *(const int64_t *)p;
+    case NB_U8: return *(const uint8_t *)p;
+    case NB_BOOL: return *(const uint8_t *)p != 0;
+    default: return to_i64(nb__load(p, dt), INT64_MIN, INT64_MAX);
+    }
+}
+
+void nb__store_i64(void *p, nb_dtype dt, int64_t v) {
+    uint64_t u = (uint64_t)v; /* conversions to narrower unsigned types wrap, by definition */
+    switch (dt) {
+    case NB_I8: *(uint8_t *)p = (uint8_t)u; break;
+    case NB_I32: *(uint32_t *)p = (uint32_t)u; break;
+    case NB_I64: *(uint64_t *)p = u; break;
+    case NB_U8: *(uint8_t *)p = (uint8_t)u; break;
+    case NB_BOOL: *(uint8_t *)p = v != 0; break;
+    default: nb__store(p, dt, (double)v);
+    }
+}

@@ -149,6 +149,11 @@ static inline bool nb__tracked(const nb_tensor *t) { return t && t->requires_gra
 /* ---- dtype conversion (src/core/dtype.c) ------------------------------- */
 
 double nb__load(const void *p, nb_dtype dt);
+/** Integer/bool element as int64 (exact); floats truncate like nb__store's int path. */
+int64_t nb__load_i64(const void *p, nb_dtype dt);
+/** Store an int64 into an integer or bool element, wrapping around (two's complement) as
+ *  PyTorch's integer arithmetic does; bool stores v != 0.  Float dtypes convert. */
+void nb__store_i64(void *p, nb_dtype dt, int64_t v);
 void nb__store(void *p, nb_dtype dt, double v);
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);

@@ -26,6 +26,7 @@ typedef struct ew_ctx {
     nb_dtype dt[NB_ITER_MAX_OPS];
     nb_k_unary ku;
     nb_k_binary kb;
+    bool exact; /* integer operands: evaluate in int64 (op_eval.h) */
 } ew_ctx;
 
 #define COPY_AS(T)                                                                      \
@@ -75,6 +76,11 @@ static void row_unary(void *p, int64_t n, char *const *ptr, const int64_t *s) {
         c->ku(n, ptr[0], s[0], ptr[1], s[1], c->p0, c->p1);
         return;
     }
+    if (c->exact) {
+        for (int64_t i = 0; i < n; i++)
+            nb__store_i64(ptr[0] + i * s[0], c->dt[0], nb__eval_unary_i64(c->op, nb__load_i64(ptr[1] + i * s[1], c->dt[1])));
+        return;
+    }
     for (int64_t i = 0; i < n; i++)
         nb__store(ptr[0] + i * s[0], c->dt[0],
                   nb__eval_unary(c->op, nb__load(ptr[1] + i * s[1], c->dt[1]), c->p0, c->p1));
@@ -84,6 +90,13 @@ static void row_binary(void *p, int64_t n, char *const *ptr, const int64_t *s) {
     const ew_ctx *c = p;
     if (c->kb) {
         c->kb(n, ptr[0], s[0], ptr[1], s[1], ptr[2], s[2]);
+        return;
+    }
+    if (c->exact) {
+        for (int64_t i = 0; i < n; i++)
+            nb__store_i64(ptr[0] + i * s[0], c->dt[0],
+                          nb__eval_binary_i64(c->op, nb__load_i64(ptr[1] + i * s[1], c->dt[1]),
+                                              nb__load_i64(ptr[2] + i * s[2], c->dt[2])));
         return;
     }
     for (int64_t i = 0; i < n; i++)
@@ -101,10 +114,11 @@ static void row_where(void *p, int64_t n, char *const *ptr, const int64_t *s) {
                                                 : *(const float *)(ptr[3] + i * s[3]);
         return;
     }
+    /* a and b arrive in out's dtype (backend.h): selection is a bit-exact element copy */
+    size_t es = nb_dtype_size(c->dt[0]);
     for (int64_t i = 0; i < n; i++) {
-        bool cond = nb__load(ptr[1] + i * s[1], c->dt[1]) != 0;
-        int k = cond ? 2 : 3;
-        nb__store(ptr[0] + i * s[0], c->dt[0], nb__load(ptr[k] + i * s[k], c->dt[k]));
+        int k = nb__load(ptr[1] + i * s[1], c->dt[1]) != 0 ? 2 : 3;
+        memcpy(ptr[0] + i * s[0], ptr[k] + i * s[k], es);
     }
 }
 
@@ -122,7 +136,7 @@ static nb_status cpu_copy(nb_tensor *dst, const nb_tensor *src) {
 }
 
 static nb_status cpu_unary(nb_op op, nb_tensor *out, const nb_tensor *x, double p0, double p1) {
-    ew_ctx c = {.op = op, .p0 = p0, .p1 = p1};
+    ew_ctx c = {.op = op, .p0 = p0, .p1 = p1, .exact = nb__int_path(op, x->dtype)};
     int s = slot(x->dtype);
     if (s >= 0 && (out->dtype == x->dtype || out->dtype == NB_BOOL))
         c.ku = nb__cpu_kernels()->unary[op][s];
@@ -130,7 +144,7 @@ static nb_status cpu_unary(nb_op op, nb_tensor *out, const nb_tensor *x, double 
 }
 
 static nb_status cpu_binary(nb_op op, nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
-    ew_ctx c = {.op = op};
+    ew_ctx c = {.op = op, .exact = nb__int_path(op, a->dtype)};
     int s = slot(a->dtype);
     if (s >= 0 && a->dtype == b->dtype && (out->dtype == a->dtype || out->dtype == NB_BOOL))
         c.kb = nb__cpu_kernels()->binary[op][s];
@@ -240,6 +254,24 @@ static double reduce_one(const red_ctx *c, int64_t base) {
     return arg ? (double)best : acc;
 }
 
+/* Integer SUM/PROD/MAX/MIN of the sub-space at `base`, exact in int64 (wrapping). */
+static int64_t reduce_one_i64(const red_ctx *c, int64_t base) {
+    const nb_tensor *x = c->x;
+    int64_t es = (int64_t)nb_dtype_size(x->dtype), acc = nb__reduce_init_i64(c->op);
+    const char *data = (const char *)x->storage->data;
+    int64_t idx[NB_MAX_DIMS] = {0};
+    for (int64_t r = 0; r < c->rnumel; r++) {
+        int64_t off = base;
+        for (int d = 0; d < c->nr; d++) off += idx[d] * c->rstride[d];
+        acc = nb__reduce_step_i64(c->op, acc, nb__load_i64(data + off * es, x->dtype));
+        for (int d = c->nr - 1; d >= 0; d--) {
+            if (++idx[d] < c->rshape[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return acc;
+}
+
 static void red_range(void *p, int64_t lo, int64_t hi, int tid) {
     (void)tid;
     const red_ctx *c = p;
@@ -252,7 +284,9 @@ static void red_range(void *p, int64_t lo, int64_t hi, int tid) {
             xoff += idx[d] * c->kstride[d];
             ooff += idx[d] * c->ostride[d];
         }
-        nb__store((char *)c->out->storage->data + ooff * (int64_t)oes, c->out->dtype, reduce_one(c, xoff));
+        char *o = (char *)c->out->storage->data + ooff * (int64_t)oes;
+        if (nb__int_reduce(c->op, c->x->dtype)) nb__store_i64(o, c->out->dtype, reduce_one_i64(c, xoff));
+        else nb__store(o, c->out->dtype, reduce_one(c, xoff));
     }
 }
 
@@ -379,6 +413,14 @@ static void scan_range(void *p, int64_t lo, int64_t hi, int tid) {
         }
         const char *xp = (const char *)c->x->storage->data + xo * (int64_t)xes;
         char *op = (char *)c->out->storage->data + oo * (int64_t)oes;
+        if (nb__int_reduce(c->op, c->x->dtype)) {
+            int64_t acc = nb__reduce_init_i64(c->op);
+            for (int64_t j = 0; j < n; j++) {
+                acc = nb__reduce_step_i64(c->op, acc, nb__load_i64(xp + j * xs * (int64_t)xes, c->x->dtype));
+                nb__store_i64(op + j * os * (int64_t)oes, c->out->dtype, acc);
+            }
+            continue;
+        }
         double acc = c->op == NB_OP_CUMPROD ? 1 : 0;
         for (int64_t j = 0; j < n; j++) {
             double v = nb__load(xp + j * xs * (int64_t)xes, c->x->dtype);

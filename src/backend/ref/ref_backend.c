@@ -42,32 +42,50 @@ static nb_status ref_copy(nb_tensor *dst, const nb_tensor *src) {
     return NB_OK;
 }
 
+static int64_t geti(const nb_tensor *t, const int64_t *idx) { return nb__load_i64(at(t, idx), t->dtype); }
+static void puti(nb_tensor *t, const int64_t *idx, int64_t v) { nb__store_i64(at(t, idx), t->dtype, v); }
+
 static nb_status ref_unary(nb_op op, nb_tensor *out, const nb_tensor *x, double p0, double p1) {
-    FOR_EACH(out, i) put(out, i, nb__eval_unary(op, get(x, i), p0, p1));
+    if (nb__int_path(op, x->dtype)) {
+        FOR_EACH(out, i) puti(out, i, nb__eval_unary_i64(op, geti(x, i)));
+    } else {
+        FOR_EACH(out, i) put(out, i, nb__eval_unary(op, get(x, i), p0, p1));
+    }
     return NB_OK;
 }
 
 static nb_status ref_binary(nb_op op, nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
-    FOR_EACH(out, i) put(out, i, nb__eval_binary(op, get(a, i), get(b, i)));
+    if (nb__int_path(op, a->dtype)) {
+        FOR_EACH(out, i) puti(out, i, nb__eval_binary_i64(op, geti(a, i), geti(b, i)));
+    } else {
+        FOR_EACH(out, i) put(out, i, nb__eval_binary(op, get(a, i), get(b, i)));
+    }
     return NB_OK;
 }
 
 static nb_status ref_where(nb_tensor *out, const nb_tensor *c, const nb_tensor *a, const nb_tensor *b) {
-    FOR_EACH(out, i) put(out, i, get(c, i) != 0 ? get(a, i) : get(b, i));
+    size_t es = nb_dtype_size(out->dtype); /* a, b arrive in out's dtype: a bit-exact selection */
+    FOR_EACH(out, i) memcpy(at(out, i), at(get(c, i) != 0 ? a : b, i), es);
     return NB_OK;
 }
 
 static nb_status ref_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask) {
     int64_t sub[NB_MAX_DIMS]; /* extent of the reduced sub-space */
     for (int d = 0; d < x->ndim; d++) sub[d] = mask[d] ? x->shape[d] : 1;
+    bool exact = nb__int_reduce(op, x->dtype);
     FOR_EACH(out, o) {
         double acc = op == NB_OP_PROD ? 1 : op == NB_OP_MAX ? -INFINITY : op == NB_OP_MIN ? INFINITY : 0;
+        int64_t iacc = nb__reduce_init_i64(op);
         int64_t best = 0, count = 0;
         int64_t r[NB_MAX_DIMS] = {0}, xi[NB_MAX_DIMS];
         bool any = true;
         for (int d = 0; d < x->ndim; d++) any = any && sub[d] > 0;
         for (bool more = any; more; more = next_index(r, sub, x->ndim), count++) {
             for (int d = 0; d < x->ndim; d++) xi[d] = mask[d] ? r[d] : o[d];
+            if (exact) {
+                iacc = nb__reduce_step_i64(op, iacc, geti(x, xi));
+                continue;
+            }
             double v = get(x, xi);
             switch (op) {
             case NB_OP_SUM: acc += v; break;
@@ -83,7 +101,8 @@ static nb_status ref_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const 
             default: NB_ASSERT(0 && "not a reduction");
             }
         }
-        put(out, o, (op == NB_OP_ARGMAX || op == NB_OP_ARGMIN) ? (double)best : acc);
+        if (exact) puti(out, o, iacc);
+        else put(out, o, (op == NB_OP_ARGMAX || op == NB_OP_ARGMIN) ? (double)best : acc);
     }
     return NB_OK;
 }
@@ -94,7 +113,14 @@ static nb_status ref_scan(nb_op op, nb_tensor *out, const nb_tensor *x, int axis
         int64_t j[NB_MAX_DIMS];
         memcpy(j, i, sizeof j);
         double acc = op == NB_OP_CUMPROD ? 1 : 0;
+        int64_t iacc = nb__reduce_init_i64(op);
+        bool exact = nb__int_reduce(op, x->dtype);
         for (j[axis] = 0; j[axis] < x->shape[axis]; j[axis]++) {
+            if (exact) {
+                iacc = nb__reduce_step_i64(op, iacc, geti(x, j));
+                puti(out, j, iacc);
+                continue;
+            }
             double v = get(x, j);
             acc = op == NB_OP_CUMPROD ? acc * v : acc + v;
             put(out, j, acc);
