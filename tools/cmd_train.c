@@ -223,8 +223,8 @@ static int train(run *r, FILE *metrics, epoch_result *res) {
     if (rc != CLI_OK) return rc;
     const epoch_result *last = &res[c->epochs - 1];
     double rate = (double)(r->n * c->epochs) / seconds;
-    fprintf(r->log, "%s: test accuracy %.4f after %lld epochs, %.2f s training, %.0f samples/s\n", c->model,
-            last->test_acc, (long long)c->epochs, seconds, rate);
+    fprintf(r->log, "%s: test accuracy %.4f after %lld epoch%s, %.2f s training, %.0f samples/s\n", c->model,
+            last->test_acc, (long long)c->epochs, c->epochs == 1 ? "" : "s", seconds, rate);
     if (c->metrics) rc = write_chart(c->metrics, (int)c->epochs, res);
     if (rc == CLI_OK && c->save) rc = cli_save_params(CMD, r->net, c->save);
     if (rc == CLI_OK && c->json)
