@@ -332,8 +332,9 @@ nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_window2d w, bool count_include_pad) {
 
 /* ---- convolution ---- */
 
-static bool conv_opts_valid(const char *op, const nb_conv2d_opts *o) {
-    nb_window2d w = {{1, 1}, {o->stride[0], o->stride[1]}, {o->padding[0], o->padding[1]},
+/* The options with the weight's kernel size kh x kw (so messages show the real window). */
+static bool conv_opts_valid(const char *op, const nb_conv2d_opts *o, int64_t kh, int64_t kw) {
+    nb_window2d w = {{kh, kw}, {o->stride[0], o->stride[1]}, {o->padding[0], o->padding[1]},
                      {o->dilation[0], o->dilation[1]}};
     if (!window_valid(op, &w)) return false;
     if (o->groups < 1) {
@@ -346,7 +347,7 @@ static bool conv_opts_valid(const char *op, const nb_conv2d_opts *o) {
 /* x [N, C, H, W], weight [O, C/g, KH, KW], bias [O] or NULL: checks shared by conv2d and conv1d. */
 static bool conv_args_valid(const char *op, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
                             const nb_conv2d_opts *o) {
-    if (!conv_opts_valid(op, o)) return false;
+    if (!conv_opts_valid(op, o, w->shape[2], w->shape[3])) return false;
     if (!float_input(op, x)) return false;
     if (w->dtype != x->dtype || (b && b->dtype != x->dtype)) {
         nb__error(NB_ERR_DTYPE, "%s: input %s, weight %s and bias %s must share one dtype", op,

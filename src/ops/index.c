@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-nb_tensor *nb_index_select(nb_tensor *x, int axis, nb_tensor *index) {
-    NB_CHECK_ARG("index_select", x);
-    NB_CHECK_ARG("index_select", index);
-    int a = nb__axis("index_select", axis, x->ndim);
+/* index_select with errors reported under `op` (index_select itself, embedding). Scoped. */
+static nb_tensor *index_select_as(const char *op, nb_tensor *x, int axis, nb_tensor *index) {
+    NB_CHECK_ARG(op, x);
+    NB_CHECK_ARG(op, index);
+    int a = nb__axis(op, axis, x->ndim);
     if (a < 0) return NULL;
     if (index->ndim > 1) {
-        nb__error(NB_ERR_SHAPE, "index_select: index must be 1-D, got %s", NB_SHAPE_STR(index));
+        nb__error(NB_ERR_SHAPE, "%s: index must be 1-D, got %s", op, NB_SHAPE_STR(index));
         return NULL;
     }
     /* gather with the index laid along `axis` and broadcast (stride 0) elsewhere */
@@ -25,7 +26,11 @@ nb_tensor *nb_index_select(nb_tensor *x, int axis, nb_tensor *index) {
     }
     NB_COMPOSITE_BEGIN();
     nb_tensor *ix = nb_broadcast_to(nb_reshape(index, ishape, x->ndim), oshape, x->ndim);
-    NB_COMPOSITE_RETURN(nb_gather(x, a, ix));
+    NB_COMPOSITE_RETURN(nb__own(nb__gather(op, x, a, ix)));
+}
+
+nb_tensor *nb_index_select(nb_tensor *x, int axis, nb_tensor *index) {
+    return index_select_as("index_select", x, axis, index);
 }
 
 nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis) {
@@ -50,7 +55,8 @@ nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis) {
     xt[a] = x->shape[a];
     it[a] = index->shape[a];
     NB_COMPOSITE_BEGIN();
-    NB_COMPOSITE_RETURN(nb_gather(nb_broadcast_to(x, xt, x->ndim), a, nb_broadcast_to(index, it, x->ndim)));
+    NB_COMPOSITE_RETURN(nb__own(nb__gather("take_along_axis", nb_broadcast_to(x, xt, x->ndim), a,
+                                           nb_broadcast_to(index, it, x->ndim))));
 }
 
 nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index) {
@@ -66,7 +72,7 @@ nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index) {
     shape[index->ndim] = weight->shape[1];
     NB_COMPOSITE_BEGIN();
     nb_tensor *flat = nb_reshape(index, (int64_t[]){-1}, 1);
-    NB_COMPOSITE_RETURN(nb_reshape(nb_index_select(weight, 0, flat), shape, index->ndim + 1));
+    NB_COMPOSITE_RETURN(nb_reshape(index_select_as("embedding", weight, 0, flat), shape, index->ndim + 1));
 }
 
 nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes) {

@@ -32,23 +32,23 @@ static nb_tensor *checked_index(const char *op, nb_tensor *index, int64_t size) 
     return ix;
 }
 
-nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index) {
-    NB_CHECK_ARG("gather", x);
-    NB_CHECK_ARG("gather", index);
-    int a = nb__axis("gather", axis, x->ndim);
+nb_tensor *nb__gather(const char *op, nb_tensor *x, int axis, nb_tensor *index) {
+    NB_CHECK_ARG(op, x);
+    NB_CHECK_ARG(op, index);
+    int a = nb__axis(op, axis, x->ndim);
     if (a < 0) return NULL;
     if (index->ndim != x->ndim) {
-        nb__error(NB_ERR_SHAPE, "gather: index %s must have the rank of input %s", NB_SHAPE_STR(index), NB_SHAPE_STR(x));
+        nb__error(NB_ERR_SHAPE, "%s: index %s must have the rank of input %s", op, NB_SHAPE_STR(index), NB_SHAPE_STR(x));
         return NULL;
     }
     for (int d = 0; d < x->ndim; d++)
         if (d != a && index->shape[d] > x->shape[d]) {
-            nb__error(NB_ERR_SHAPE, "gather: index %s exceeds input %s at axis %d", NB_SHAPE_STR(index), NB_SHAPE_STR(x), d);
+            nb__error(NB_ERR_SHAPE, "%s: index %s exceeds input %s at axis %d", op, NB_SHAPE_STR(index), NB_SHAPE_STR(x), d);
             return NULL;
         }
-    const nb_backend *be = nb__backend_common("gather", (nb_tensor *[]){x, index}, 2);
+    const nb_backend *be = nb__backend_common(op, (nb_tensor *[]){x, index}, 2);
     if (!be) return NULL;
-    nb_tensor *ix = checked_index("gather", index, x->shape[a]);
+    nb_tensor *ix = checked_index(op, index, x->shape[a]);
     if (!ix) return NULL;
     nb_tensor *out = nb__tensor_new(index->shape, index->ndim, x->dtype, x->storage->device);
     if (out && be->gather(out, x, a, ix) != NB_OK) {
@@ -60,8 +60,10 @@ nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index) {
         out = nb__record(out, NB_OP_GATHER, (nb_tensor *[]){x, ix}, 2, &at);
     }
     nb_release(ix);
-    return nb__own(out);
+    return out;
 }
+
+nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index) { return nb__own(nb__gather("gather", x, axis, index)); }
 
 nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src) {
     NB_CHECK_ARG("scatter_add", x);

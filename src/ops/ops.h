@@ -104,5 +104,7 @@ nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double 
  * reduced extent is empty.  Shared by logsumexp, softmax and log_softmax.
  */
 nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes);
+/** gather with errors reported under `op` (for the composites built on it). Unscoped. */
+nb_tensor *nb__gather(const char *op, nb_tensor *x, int axis, nb_tensor *index);
 
 #endif /* NB_OPS_H */
