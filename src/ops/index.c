@@ -77,27 +77,14 @@ nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index) {
 
 nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes) {
     NB_CHECK_ARG("one_hot", index);
-    if (nb_dtype_is_float(index->dtype) || index->dtype == NB_BOOL) {
-        nb__error(NB_ERR_DTYPE, "one_hot: index must have an integer dtype, got %s", nb_dtype_name(index->dtype));
-        return NULL;
-    }
     if (num_classes <= 0 || index->ndim + 1 > NB_MAX_DIMS) {
         nb__error(NB_ERR_ARG, "one_hot: num_classes must be positive (got %lld)", (long long)num_classes);
         return NULL;
     }
+    nb_tensor *valid = nb__checked_index("one_hot", index, num_classes);
+    if (!valid) return NULL;
+    nb_release(valid);
     NB_COMPOSITE_BEGIN();
-    nb_tensor *lo = nb_min(index, NULL, 0, false), *hi = nb_max(index, NULL, 0, false);
-    double vlo = 0, vhi = 0;
-    if (nb__numel(index) > 0 && lo && hi) {
-        nb_item(lo, &vlo);
-        nb_item(hi, &vhi);
-    }
-    if (vlo < 0 || vhi >= (double)num_classes) {
-        nb__error(NB_ERR_INDEX, "one_hot: class index %g out of range [0, %lld)", vlo < 0 ? vlo : vhi,
-                  (long long)num_classes);
-        nb_scope_end();
-        return NULL;
-    }
     nb_tensor *classes = nb_to_device(nb_arange(0, (double)num_classes, 1, NB_I64), index->storage->device);
     NB_COMPOSITE_RETURN(nb_cast(nb_eq(nb_unsqueeze(index, -1), classes), NB_I64));
 }

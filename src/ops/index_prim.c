@@ -7,8 +7,7 @@
 
 #include <string.h>
 
-/* Validate an integer index tensor's values against [0, size) (negatives wrap as torch does not: error). */
-static nb_tensor *checked_index(const char *op, nb_tensor *index, int64_t size) {
+nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
     if (nb_dtype_is_float(index->dtype) || index->dtype == NB_BOOL) {
         nb__error(NB_ERR_DTYPE, "%s: index must have an integer dtype, got %s", op, nb_dtype_name(index->dtype));
         return NULL;
@@ -48,7 +47,7 @@ nb_tensor *nb__gather(const char *op, nb_tensor *x, int axis, nb_tensor *index) 
         }
     const nb_backend *be = nb__backend_common(op, (nb_tensor *[]){x, index}, 2);
     if (!be) return NULL;
-    nb_tensor *ix = checked_index(op, index, x->shape[a]);
+    nb_tensor *ix = nb__checked_index(op, index, x->shape[a]);
     if (!ix) return NULL;
     nb_tensor *out = nb__tensor_new(index->shape, index->ndim, x->dtype, x->storage->device);
     if (out && be->gather(out, x, a, ix) != NB_OK) {
@@ -89,7 +88,7 @@ nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *s
     }
     const nb_backend *be = nb__backend_common("scatter_add", (nb_tensor *[]){x, index, src}, 3);
     if (!be) return NULL;
-    nb_tensor *ix = checked_index("scatter_add", index, x->shape[a]);
+    nb_tensor *ix = nb__checked_index("scatter_add", index, x->shape[a]);
     if (!ix) return NULL;
     /* src restricted to index's extent */
     nb_tensor *srcv = nb__tensor_view_of(src->storage, index->shape, src->stride, src->ndim, src->offset, src->dtype);

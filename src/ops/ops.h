@@ -104,6 +104,13 @@ nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double 
  * reduced extent is empty.  Shared by logsumexp, softmax and log_softmax.
  */
 nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes);
+/**
+ * index (any integer dtype) as a contiguous i64 tensor whose values are all in
+ * [0, size); NB_ERR_DTYPE for float/bool indices, NB_ERR_INDEX naming the first
+ * value out of range (negative indices are errors, not counted from the end).
+ * Errors are reported under `op`.  Unscoped.
+ */
+nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size);
 /** gather with errors reported under `op` (for the composites built on it). Unscoped. */
 nb_tensor *nb__gather(const char *op, nb_tensor *x, int axis, nb_tensor *index);
 

@@ -202,6 +202,15 @@ static inline double combine(nb_op op, double acc, double v) {
     return acc;
 }
 
+/* Element offset (from base) of the multi-index idx over the first n reduced
+ * axes; then idx advances to the next position in row-major order. */
+static int64_t sub_walk(const red_ctx *c, int n, int64_t base, int64_t *idx) {
+    int64_t off = base;
+    for (int d = 0; d < n; d++) off += idx[d] * c->rstride[d];
+    for (int d = n - 1; d >= 0 && ++idx[d] == c->rshape[d]; d--) idx[d] = 0;
+    return off;
+}
+
 /* Float SUM / MAX / MIN whose innermost reduced axis is contiguous: the
  * typed kernel (pairwise sum, vector extreme) on each contiguous run, the
  * runs combined in order. */
@@ -211,14 +220,11 @@ static double reduce_runs(const red_ctx *c, int64_t base) {
     int64_t es = (int64_t)nb_dtype_size(c->x->dtype), run = c->rshape[nr], idx[NB_MAX_DIMS] = {0};
     double acc = c->op == NB_OP_SUM ? 0 : c->op == NB_OP_MAX ? -INFINITY : INFINITY;
     for (int64_t q = 0; q < c->rnumel / run; q++) {
-        int64_t off = base;
-        for (int d = 0; d < nr; d++) off += idx[d] * c->rstride[d];
-        const char *p = (const char *)c->x->storage->data + off * es;
+        const char *p = (const char *)c->x->storage->data + sub_walk(c, nr, base, idx) * es;
         double v = c->op != NB_OP_SUM ? k->extreme[c->op == NB_OP_MAX][s](run, p)
                    : s == 0           ? k->sum_f32(run, (const float *)p)
                                       : k->sum_f64(run, (const double *)p);
         acc = combine(c->op, acc, v);
-        for (int d = nr - 1; d >= 0 && ++idx[d] == c->rshape[d]; d--) idx[d] = 0;
     }
     return acc;
 }
@@ -237,18 +243,12 @@ static double reduce_one(const red_ctx *c, int64_t base) {
     int64_t best = 0;
     int64_t idx[NB_MAX_DIMS] = {0};
     for (int64_t r = 0; r < c->rnumel; r++) {
-        int64_t off = base;
-        for (int d = 0; d < c->nr; d++) off += idx[d] * c->rstride[d];
-        double v = nb__load(data + off * (int64_t)es, x->dtype);
+        double v = nb__load(data + sub_walk(c, c->nr, base, idx) * (int64_t)es, x->dtype);
         if (!arg) {
             acc = combine(op, acc, v);
         } else if (r == 0 || beats(op == NB_OP_ARGMAX, acc, v)) {
             acc = v;
             best = r;
-        }
-        for (int d = c->nr - 1; d >= 0; d--) {
-            if (++idx[d] < c->rshape[d]) break;
-            idx[d] = 0;
         }
     }
     return arg ? (double)best : acc;
@@ -261,13 +261,7 @@ static int64_t reduce_one_i64(const red_ctx *c, int64_t base) {
     const char *data = (const char *)x->storage->data;
     int64_t idx[NB_MAX_DIMS] = {0};
     for (int64_t r = 0; r < c->rnumel; r++) {
-        int64_t off = base;
-        for (int d = 0; d < c->nr; d++) off += idx[d] * c->rstride[d];
-        acc = nb__reduce_step_i64(c->op, acc, nb__load_i64(data + off * es, x->dtype));
-        for (int d = c->nr - 1; d >= 0; d--) {
-            if (++idx[d] < c->rshape[d]) break;
-            idx[d] = 0;
-        }
+        acc = nb__reduce_step_i64(c->op, acc, nb__load_i64(data + sub_walk(c, c->nr, base, idx) * es, x->dtype));
     }
     return acc;
 }
