@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # test.sh — the README's test command: install what is missing, build with -Werror, run the whole
-# suite, rebuild and run it again under AddressSanitizer + UndefinedBehaviorSanitizer. A ctest run
-# that finds no test fails.
+# suite, rebuild and run it again under AddressSanitizer + UndefinedBehaviorSanitizer, then fuzz the
+# file readers for a minute each (scripts/fuzz.sh). A ctest run that finds no test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh build test
+bash scripts/deps.sh build test fuzz
 jobs=$(nproc)
 # Python's safetensors package checks that files nabla writes load there (PyPI, in a venv)
 venv=build/pyvenv
@@ -21,3 +21,4 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DNB_SANITIZE=ON "${suite[@]}"
 cmake --build build/asan -j "$jobs"
 (cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 NB_TEST_QUICK=1 \
    ctest --no-tests=error --output-on-failure -j "$jobs")
+bash scripts/fuzz.sh 60
