@@ -9,8 +9,9 @@ for role in "$@"; do
     # test_train trains on the real data set when it is installed (CI: always)
     test) want+=(libcmocka-dev python3 python3-venv python3-numpy dataset-fashion-mnist) ;;
     main) want+=(dataset-fashion-mnist) ;;
-    # fuzz: clang; libFuzzer and the sanitizer runtimes are in libclang-rt-dev (only recommended by clang)
-    fuzz) want+=(clang libclang-rt-dev) ;;
+    # fuzz: clang; libFuzzer and the sanitizer runtimes are in libclang-rt-dev (only recommended by
+    # clang); llvm gives llvm-symbolizer, without which clang's sanitizer reports have no source lines
+    fuzz) want+=(clang libclang-rt-dev llvm) ;;
     golden) want+=(python3-torch python3-numpy) ;;
     bench) want+=(libopenblas-dev python3-torch python3-numpy) ;;
     *) echo "deps.sh: unknown role '$role'" >&2; exit 2 ;;
