@@ -1,8 +1,8 @@
-# install.cmake — cmake --install: library, header, pkg-config file and CMake package config (N6).
+# install.cmake — cmake --install: libraries (libnabla.so, libnabla.a), header, pkg-config file and CMake package config (N6).
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS nabla EXPORT nablaTargets
+install(TARGETS nabla nabla_shared EXPORT nablaTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

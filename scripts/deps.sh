@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # deps.sh — install the Debian packages nabla needs, only when missing (run as root on Debian).
-# Usage: scripts/deps.sh [build|test|main|golden]...
+# Usage: scripts/deps.sh [build|test|main|fuzz|golden|bench]...
 set -euo pipefail
 want=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libpng-dev)
 for role in "$@"; do
   case "$role" in
     build) ;;
-    test) want+=(libcmocka-dev python3 python3-venv python3-numpy) ;;
+    # test_train trains on the real data set when it is installed (CI: always)
+    test) want+=(libcmocka-dev python3 python3-venv python3-numpy dataset-fashion-mnist) ;;
     main) want+=(dataset-fashion-mnist) ;;
+    # fuzz: clang; libFuzzer and the sanitizer runtimes are in libclang-rt-dev (only recommended by
+    # clang); llvm gives llvm-symbolizer, without which clang's sanitizer reports have no source lines
+    fuzz) want+=(clang libclang-rt-dev llvm) ;;
     golden) want+=(python3-torch python3-numpy) ;;
     bench) want+=(libopenblas-dev python3-torch python3-numpy) ;;
     *) echo "deps.sh: unknown role '$role'" >&2; exit 2 ;;

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh build main
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DNB_BUILD_TESTS=OFF >/dev/null
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DNB_BUILD_TESTS=OFF -DNB_BUILD_TOOLS=ON >/dev/null
 cmake --build build/release -j "$(nproc)" --target nabla_cli
 mkdir -p out
 exec build/release/tools/nabla train --model mlp --epochs 5 --metrics out/metrics.csv --save out/mlp.safetensors "$@"
