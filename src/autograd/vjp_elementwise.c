@@ -125,6 +125,13 @@ RULE(remainder) {
     gin[1] = nb_neg(nb_mul(g, nb_floor(nb_div(A, B))));
     return NB_OK;
 }
+/* torch: d/da = 1, d/db = -trunc(a / b) (trunc as floor or ceil by sign: piecewise constant). */
+RULE(fmod) {
+    nb_tensor *q = nb_div(A, B);
+    gin[0] = nb__own(nb_retain(g));
+    gin[1] = nb_neg(nb_mul(g, nb_where(nb_lt(q, 0.0), nb_ceil(q), nb_floor(q))));
+    return NB_OK;
+}
 RULE(where) {
     nb_tensor *c = n->in[0], *zero = nb_zeros_like(g);
     gin[1] = nb_where(c, g, zero);
