@@ -421,8 +421,9 @@ nb_status nb_mul_scalar_(nb_tensor *t, double s);
 /* Deliberate difference: nb_sign(NaN) is NaN, as numpy.sign; torch.sign     */
 /* returns 0 there (pytorch/pytorch#41245).  Pinned by tests/test_golden.c.  */
 /* The sign of a zero result follows PyTorch in f32 and f64 (relu(-0) = -0,  */
-/* tanh(-0) = -0, sign(-0) = +0), with one exception: gelu(-0) is -0 in     */
-/* both, as torch's f64 kernel (its f32 kernel gives +0).                   */
+/* tanh(-0) = -0, sign(-0) = +0), with one exception: gelu's zero results   */
+/* (x = -0, x <= -30) are -0 in both, as torch's f64 kernel gives (its f32  */
+/* kernel gives +0).                                                        */
 /* ------------------------------------------------------------------------ */
 
 #define NB_UNARY_DECL(name) nb_tensor *nb_##name(nb_tensor *x);
@@ -447,7 +448,8 @@ nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
  * min(max(x, lo), hi); pass -INFINITY / INFINITY for an open side.  NaN stays
  * NaN; lo > hi gives hi everywhere and a zero x keeps its sign (as torch).  The result keeps x's dtype (bounds converted to it): unlike
  * torch.clamp, an integer x with fractional bounds is not promoted to float.
- * The gradient passes where lo <= x <= hi, bounds included (as torch).
+ * The gradient passes where lo < x < hi, bounds excluded (as torch 2.x with
+ * scalar bounds).
  */
 nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi);
 
