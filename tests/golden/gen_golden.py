@@ -380,6 +380,18 @@ def gen_binary(g):
                                                     "b": tensor([2.0, -2.0, 3.0, -3.0, 3.0], F32)}, grad=False)
     g.case("pow/i64", torch.pow, {"a": tensor([-3, -2, 0, 1, 2, 5], I64), "b": tensor([3, 2, 0, 5, 10, 3], I64)},
            grad=False)
+    # integer-closed ops: exact in every integer dtype, wrapping around on overflow as torch
+    ia = [-128, -9, -7, -1, 0, 1, 3, 7, 127]
+    ib = [-7, -2, -1, 1, 2, 3, 5, 100]  # no zero: torch raises on integer remainder/fmod by 0
+    big = [2**62, 2**63 - 1, -(2**63), -3, 3 * 2**40 + 1]
+    for name in ("add", "sub", "mul", "maximum", "minimum", "remainder", "fmod"):
+        for dt, tag in ((I8, "i8"), (I32, "i32"), (U8, "u8")):
+            av, bv = (ia, ib) if dt != U8 else ([0, 1, 7, 128, 200, 255], [1, 2, 7, 100, 255])
+            g.case(f"{name}/{tag}_grid", BINARY[name], {"a": tensor(av, I64).to(dt).reshape(-1, 1),
+                                                        "b": tensor(bv, I64).to(dt)}, grad=False)
+        g.case(f"{name}/i64_wrap", BINARY[name], {"a": tensor(big, I64).reshape(-1, 1),
+                                                  "b": tensor([b for b in big if b != 0] + [-1, 2], I64)},
+               grad=False)
     # type promotion between tensors
     g.seed("promote")
     i32 = g.randint(-5, 6, 3, 4, dtype=I32)
