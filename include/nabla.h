@@ -486,7 +486,8 @@ NB_BINARY_DECL(logical_or) NB_BINARY_DECL(logical_xor) NB_BINARY_DECL(fmod)
 #define nb_div(a, b) NB_GENERIC_BINARY(div, a, b)          /**< true division (ints → f32) */
 /** a^b; gradient as torch: d/da is 0 where b == 0, d/db is 0 where a == 0 and b >= 0. */
 #define nb_pow(a, b) NB_GENERIC_BINARY(pow, a, b)
-/** NaN propagates; the gradient goes to the larger input, split evenly on ties, to both at a NaN (torch). */
+/** NaN propagates; the gradient goes to the larger input, split evenly on ties, to both at a NaN (torch).
+ * Of -0 and +0 the result is a (std::max; torch's f32 kernel does so, its f64 kernel returns b). */
 #define nb_maximum(a, b) NB_GENERIC_BINARY(maximum, a, b)
 #define nb_minimum(a, b) NB_GENERIC_BINARY(minimum, a, b)  /**< like nb_maximum, for the smaller input */
 #define nb_atan2(a, b) NB_GENERIC_BINARY(atan2, a, b)
