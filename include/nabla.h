@@ -446,8 +446,9 @@ nb_tensor *nb_elu(nb_tensor *x, double alpha);
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
 /**
  * min(max(x, lo), hi); pass -INFINITY / INFINITY for an open side.  NaN stays
- * NaN; lo > hi gives hi everywhere and a zero x keeps its sign (as torch).  The result keeps x's dtype (bounds converted to it): unlike
- * torch.clamp, an integer x with fractional bounds is not promoted to float.
+ * NaN; lo > hi gives hi everywhere and a zero x keeps its sign (as torch).
+ * The result keeps x's dtype (bounds converted to it): unlike torch.clamp,
+ * an integer x with fractional bounds is not promoted to float.
  * The gradient passes where lo < x < hi, bounds excluded (as torch 2.x with
  * scalar bounds).
  */
