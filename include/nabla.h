@@ -102,10 +102,10 @@ const char *nb_status_name(nb_status s);
 
 /**
  * Element types (append-only).  Integer arithmetic (neg, abs, sign, square,
- * relu, add, sub, mul, pow, maximum, minimum, remainder, comparisons, sum,
+ * relu, add, sub, mul, pow, maximum, minimum, remainder, fmod, comparisons, sum,
  * prod, max, min, cumsum, cumprod, where) is exact in int64 and wraps around
  * on overflow like PyTorch (u8 0 - 1 = 255, i64 max + 1 = i64 min).  Where
- * PyTorch raises instead, nabla returns a value: integer remainder by 0 is 0,
+ * PyTorch raises instead, nabla returns a value: integer remainder and fmod by 0 are 0,
  * a negative integer power is 0 (1 for base 1, +-1 for base -1).
  * Conversions from float to integer (nb_cast, nb_full, nb_arange, …)
  * truncate toward zero and SATURATE at the type's range, NaN -> 0 — C leaves
@@ -420,6 +420,10 @@ nb_status nb_mul_scalar_(nb_tensor *t, double s);
  * computed in float32 (PyTorch's int→float promotion).                      */
 /* Deliberate difference: nb_sign(NaN) is NaN, as numpy.sign; torch.sign     */
 /* returns 0 there (pytorch/pytorch#41245).  Pinned by tests/test_golden.c.  */
+/* The sign of a zero result follows PyTorch in f32 and f64 (relu(-0) = -0,  */
+/* tanh(-0) = -0, sign(-0) = +0), with one exception: gelu's zero results   */
+/* (x = -0, x <= -30) are -0 in both, as torch's f64 kernel gives (its f32  */
+/* kernel gives +0).                                                        */
 /* ------------------------------------------------------------------------ */
 
 #define NB_UNARY_DECL(name) nb_tensor *nb_##name(nb_tensor *x);
@@ -442,9 +446,11 @@ nb_tensor *nb_elu(nb_tensor *x, double alpha);
 nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
 /**
  * min(max(x, lo), hi); pass -INFINITY / INFINITY for an open side.  NaN stays
- * NaN.  The result keeps x's dtype (bounds converted to it): unlike
- * torch.clamp, an integer x with fractional bounds is not promoted to float.
- * The gradient passes where lo <= x <= hi, bounds included (as torch).
+ * NaN; lo > hi gives hi everywhere and a zero x keeps its sign (as torch).
+ * The result keeps x's dtype (bounds converted to it): unlike torch.clamp,
+ * an integer x with fractional bounds is not promoted to float.
+ * The gradient passes where lo < x < hi, bounds excluded (as torch 2.x with
+ * scalar bounds).
  */
 nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi);
 
@@ -466,7 +472,7 @@ NB_BINARY_DECL(add) NB_BINARY_DECL(sub) NB_BINARY_DECL(mul) NB_BINARY_DECL(div)
 NB_BINARY_DECL(pow) NB_BINARY_DECL(maximum) NB_BINARY_DECL(minimum) NB_BINARY_DECL(atan2)
 NB_BINARY_DECL(remainder) NB_BINARY_DECL(eq) NB_BINARY_DECL(ne) NB_BINARY_DECL(lt)
 NB_BINARY_DECL(le) NB_BINARY_DECL(gt) NB_BINARY_DECL(ge) NB_BINARY_DECL(logical_and)
-NB_BINARY_DECL(logical_or) NB_BINARY_DECL(logical_xor)
+NB_BINARY_DECL(logical_or) NB_BINARY_DECL(logical_xor) NB_BINARY_DECL(fmod)
 #undef NB_BINARY_DECL
 
 /* NULL (void *) goes to the tensor form, which reports NB_ERR_NULL; a pointer of any
@@ -481,11 +487,18 @@ NB_BINARY_DECL(logical_or) NB_BINARY_DECL(logical_xor)
 #define nb_div(a, b) NB_GENERIC_BINARY(div, a, b)          /**< true division (ints → f32) */
 /** a^b; gradient as torch: d/da is 0 where b == 0, d/db is 0 where a == 0 and b >= 0. */
 #define nb_pow(a, b) NB_GENERIC_BINARY(pow, a, b)
-/** NaN propagates; the gradient goes to the larger input, split evenly on ties, to both at a NaN (torch). */
+/** NaN propagates; the gradient goes to the larger input, split evenly on ties, to both at a NaN (torch).
+ * Of -0 and +0 the result is a (std::max; torch's f32 kernel does so, its f64 kernel returns b). */
 #define nb_maximum(a, b) NB_GENERIC_BINARY(maximum, a, b)
 #define nb_minimum(a, b) NB_GENERIC_BINARY(minimum, a, b)  /**< like nb_maximum, for the smaller input */
 #define nb_atan2(a, b) NB_GENERIC_BINARY(atan2, a, b)
 #define nb_remainder(a, b) NB_GENERIC_BINARY(remainder, a, b) /**< Python-style: sign of divisor */
+/**
+ * C fmod, torch.fmod: a - trunc(a / b) b, with the sign of the dividend a (fmod(-7, 3) = -1,
+ * remainder(-7, 3) = 2).  Exact on integers (C's %), where fmod by 0 is 0 (torch raises).
+ * Gradient as torch: d/da = 1, d/db = -trunc(a / b).
+ */
+#define nb_fmod(a, b) NB_GENERIC_BINARY(fmod, a, b)
 #define nb_eq(a, b) NB_GENERIC_BINARY(eq, a, b)            /**< bool result */
 #define nb_ne(a, b) NB_GENERIC_BINARY(ne, a, b)
 #define nb_lt(a, b) NB_GENERIC_BINARY(lt, a, b)

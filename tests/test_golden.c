@@ -5,9 +5,14 @@
  * outputs (values, shapes and dtypes) and the gradients of every float input
  * with torch's.  A golden case without a C entry, a C entry without a golden
  * case, and an input or parameter the C entry ignores all fail the test.
+ * The test also walks the op table (ops.def): every op needs golden forward
+ * cases, and gradient cases when it is differentiable, unless NO_GOLDEN below
+ * names it with the reason.  Zeros in forward outputs are compared with their
+ * sign (PyTorch's signed-zero convention).
  */
 #include "golden_reader.h"
 #include "support.h"
+#include "ops/ops.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -243,6 +248,96 @@ static void run_chunk(gctx *g, const entry *e) {
     nb_tensor *x = in(g, "x");
     pieces_out(g, ps, nb_chunk(x, (int)iparam(g, "chunks"), (int)iparam(g, "axis"), ps, MAX_OUT));
 }
+/* ---- layout (T5) and convolution (O8) ---- */
+
+/* An integer list parameter of at most NB_MAX_DIMS entries as int64 (n set to its length). */
+static void dims_param(gctx *g, const char *name, int64_t *buf, int *n) {
+    *n = list_param(g, name, buf, NB_MAX_DIMS, false);
+    if (*n < 0) *n = 0;
+}
+static void run_reshape(gctx *g, const entry *e) {
+    int64_t s[NB_MAX_DIMS];
+    int n;
+    nb_tensor *x = in(g, "x");
+    dims_param(g, "shape", s, &n);
+    out(g, nb_reshape(x, s, n));
+}
+static void run_expand(gctx *g, const entry *e) {
+    int64_t s[NB_MAX_DIMS];
+    int n;
+    nb_tensor *x = in(g, "x");
+    dims_param(g, "shape", s, &n);
+    out(g, nb_expand(x, s, n));
+}
+/* x permuted by p.perm; a contiguous copy of that view for the contiguous cases. */
+static void run_permute(gctx *g, const entry *e) {
+    int64_t v[NB_MAX_DIMS];
+    int perm[NB_MAX_DIMS], n;
+    dims_param(g, "perm", v, &n);
+    for (int i = 0; i < n; i++) perm[i] = (int)v[i];
+    nb_tensor *y = nb_permute(in(g, "x"), perm, n);
+    out(g, e->unary ? e->unary(y) : y);
+}
+static void run_slice(gctx *g, const entry *e) {
+    out(g, nb_slice(in(g, "x"), (int)iparam(g, "axis"), iparam(g, "start"), iparam(g, "stop"), iparam(g, "step")));
+}
+static void run_select(gctx *g, const entry *e) {
+    out(g, nb_select(in(g, "x"), (int)iparam(g, "axis"), iparam(g, "index")));
+}
+static void run_diagonal(gctx *g, const entry *e) {
+    out(g, nb_diagonal(in(g, "x"), iparam(g, "offset"), (int)iparam(g, "a"), (int)iparam(g, "b")));
+}
+static void run_as_strided(gctx *g, const entry *e) {
+    int64_t s[NB_MAX_DIMS], st[NB_MAX_DIMS];
+    int n, ns;
+    nb_tensor *x = in(g, "x");
+    dims_param(g, "shape", s, &n);
+    dims_param(g, "strides", st, &ns);
+    out(g, ns == n ? nb_as_strided(x, s, st, n, iparam(g, "offset")) : NULL);
+}
+static void run_cast(gctx *g, const entry *e) { out(g, nb_cast(in(g, "x"), (nb_dtype)iparam(g, "dtype"))); }
+
+/* Two-element list parameter `name` into v. */
+static void pair_param(gctx *g, const char *name, int64_t v[2]) {
+    int64_t b[NB_MAX_DIMS] = {0};
+    if (list_param(g, name, b, NB_MAX_DIMS, false) != 2) problem(g, "parameter '%s' is not a pair", name);
+    v[0] = b[0];
+    v[1] = b[1];
+}
+static nb_window2d window_param(gctx *g) {
+    nb_window2d w;
+    pair_param(g, "kernel", w.kernel);
+    pair_param(g, "stride", w.stride);
+    pair_param(g, "padding", w.padding);
+    pair_param(g, "dilation", w.dilation);
+    return w;
+}
+static void run_conv2d(gctx *g, const entry *e) {
+    nb_conv2d_opts o = {.groups = iparam(g, "groups")};
+    pair_param(g, "stride", o.stride);
+    pair_param(g, "padding", o.padding);
+    pair_param(g, "dilation", o.dilation);
+    out(g, nb_conv2d(in(g, "x"), in(g, "w"), in_opt(g, "bias"), o));
+}
+static void run_conv1d(gctx *g, const entry *e) {
+    nb_tensor *x = in(g, "x"), *w = in(g, "w"), *b = in_opt(g, "bias");
+    out(g, nb_conv1d(x, w, b, iparam(g, "stride"), iparam(g, "padding"), iparam(g, "dilation"), iparam(g, "groups")));
+}
+static void run_unfold(gctx *g, const entry *e) { out(g, nb_unfold(in(g, "x"), window_param(g))); }
+static void run_fold(gctx *g, const entry *e) {
+    nb_tensor *c = in(g, "cols");
+    out(g, nb_fold(c, iparam(g, "out_h"), iparam(g, "out_w"), window_param(g)));
+}
+static void run_max_pool2d(gctx *g, const entry *e) { out(g, nb_max_pool2d(in(g, "x"), window_param(g))); }
+static void run_avg_pool2d(gctx *g, const entry *e) {
+    nb_tensor *x = in(g, "x");
+    out(g, nb_avg_pool2d(x, window_param(g), param(g, "count_include_pad") != 0));
+}
+static void run_max_unpool2d(gctx *g, const entry *e) {
+    nb_tensor *x = in(g, "x"), *idx = in(g, "indices");
+    out(g, nb_max_unpool2d(x, idx, iparam(g, "out_h"), iparam(g, "out_w")));
+}
+
 static void run_pad(gctx *g, const entry *e) {
     int64_t pads[2 * NB_MAX_DIMS];
     int n = list_param(g, "pads", pads, 2 * NB_MAX_DIMS, false);
@@ -267,7 +362,7 @@ static const entry TABLE[] = {
     /* O2, O3 */
     BINARY(add) BINARY(sub) BINARY(mul) BINARY(div) BINARY(pow) BINARY(maximum) BINARY(minimum)
     BINARY(atan2) BINARY(remainder) BINARY(eq) BINARY(ne) BINARY(lt) BINARY(le) BINARY(gt) BINARY(ge)
-    BINARY(logical_and) BINARY(logical_or) BINARY(logical_xor)
+    BINARY(logical_and) BINARY(logical_or) BINARY(logical_xor) BINARY(fmod)
     E("where", run_where)
     /* O4 */
     REDUCE(sum) REDUCE(mean) REDUCE(prod) REDUCE(max) REDUCE(min) REDUCE(logsumexp)
@@ -286,6 +381,13 @@ static const entry TABLE[] = {
     E("scatter_add", run_scatter_add) E("take_along_axis", run_take_along_axis) E("one_hot", run_one_hot)
     E("embedding", run_embedding) E("masked_fill", run_masked_fill) E("cat", run_join, .join = nb_cat)
     E("stack", run_join, .join = nb_stack) E("split", run_split) E("chunk", run_chunk) E("pad", run_pad)
+    /* O8 */
+    E("conv2d", run_conv2d) E("conv1d", run_conv1d) E("unfold", run_unfold) E("fold", run_fold)
+    E("max_pool2d", run_max_pool2d) E("avg_pool2d", run_avg_pool2d) E("max_unpool2d", run_max_unpool2d)
+    /* T5 */
+    E("reshape", run_reshape) E("expand", run_expand) E("permute", run_permute)
+    E("contiguous", run_permute, .unary = nb_contiguous) E("slice", run_slice) E("select", run_select)
+    E("diagonal", run_diagonal) E("as_strided", run_as_strided) E("cast", run_cast)
 };
 enum { NENTRIES = sizeof TABLE / sizeof TABLE[0] };
 
@@ -321,8 +423,11 @@ static double *host_values(nb_tensor *got) {
     return v;
 }
 
-/* Compare one tensor; returns NULL when it matches, else a reason written into why. */
-static const char *compare(nb_tensor *got, const nbg_tensor *want, stats *st, char *why, size_t len) {
+/* Compare one tensor; returns NULL when it matches, else a reason written into why.  With
+ * signed_zero a float zero must also have torch's sign (forward outputs; gradients of zero
+ * carry no convention). */
+static const char *compare(nb_tensor *got, const nbg_tensor *want, bool signed_zero, stats *st, char *why,
+                           size_t len) {
     if (!got) {
         snprintf(why, len, "nabla failed: %s: %s", nb_status_name(nb_last_status()), nb_last_message());
         return why;
@@ -350,6 +455,7 @@ static const char *compare(nb_tensor *got, const nbg_tensor *want, stats *st, ch
     for (int64_t i = 0; i < want->numel && !bad; i++) {
         double a = v[i], b = nbg_at(want, i);
         bool ok = isnan(b) ? isnan(a) : isinf(b) ? a == b : fabs(a - b) <= atol + rtol * fabs(b);
+        ok = ok && !(signed_zero && isf && b == 0 && a == 0 && signbit(a) != signbit(b));
         if (!ok) {
             snprintf(why, len, "element %lld: nabla %.17g, torch %.17g", (long long)i, a, b);
             bad = why;
@@ -403,7 +509,7 @@ static const char *check_case(gctx *g, stats *st, char *why, size_t len) {
     for (int k = 0; k < g->nout; k++) {
         snprintf(name, sizeof name, "%d", k);
         const nbg_tensor *w = lookup(g, "out", name, false);
-        const char *r = w ? compare(g->outs[k], w, st, why, len) : "missing output";
+        const char *r = w ? compare(g->outs[k], w, true, st, why, len) : "missing output";
         if (r) return r;
     }
     if (g->nleaves != count_role(g->c, "grad.")) {
@@ -419,7 +525,7 @@ static const char *check_case(gctx *g, stats *st, char *why, size_t len) {
     }
     for (int i = 0; i < g->nleaves; i++) {
         const nbg_tensor *w = lookup(g, "grad", g->leaf_names[i], false);
-        const char *r = w ? compare(grads[i], w, st, why, len) : "missing gradient";
+        const char *r = w ? compare(grads[i], w, false, st, why, len) : "missing gradient";
         if (r) {
             size_t used = strlen(why);
             snprintf(why + used, len - used, " (gradient of %s)", g->leaf_names[i]);
@@ -454,14 +560,66 @@ static void run_case(const nbg_case *c, const entry *e, nb_device dev, stats *st
     }
 }
 
-static const entry *find_entry(const char *case_name, int *hits) {
-    size_t klen = strcspn(case_name, "/");
+/* The entry of case c; counts the hit, and the gradient hit when c has a grad.* tensor. */
+static const entry *find_entry(const nbg_case *c, int *hits, int *grad_hits) {
+    size_t klen = strcspn(c->name, "/");
     for (int i = 0; i < NENTRIES; i++)
-        if (strlen(TABLE[i].key) == klen && !strncmp(TABLE[i].key, case_name, klen)) {
+        if (strlen(TABLE[i].key) == klen && !strncmp(TABLE[i].key, c->name, klen)) {
             hits[i]++;
+            grad_hits[i] += count_role(c, "grad.") > 0;
             return &TABLE[i];
         }
     return NULL;
+}
+
+/* Ops of ops.def without golden cases, each with the reason.  Nothing else may be missing. */
+static const struct {
+    const char *op, *why;
+} NO_GOLDEN[] = {
+    {"view_grad", "internal adjoint of a view (no torch op); reached by every view's golden gradient"},
+    {"to_device", "moves between nabla's CPU and reference devices, which torch lacks; every case runs on both"},
+    {"dropout", "its mask comes from nabla's generator, not torch's; test_nn_ops checks its statistics"},
+};
+enum { NNO_GOLDEN = sizeof NO_GOLDEN / sizeof NO_GOLDEN[0] };
+
+static const char *no_golden_reason(const char *op) {
+    for (int k = 0; k < NNO_GOLDEN; k++)
+        if (!strcmp(NO_GOLDEN[k].op, op)) return NO_GOLDEN[k].why;
+    return NULL;
+}
+
+/* Walk the op table: every op has forward golden cases (and gradient cases when it is
+ * differentiable) or a NO_GOLDEN reason, and NO_GOLDEN names only real ops without cases.
+ * Returns the number of problems. */
+static int check_op_coverage(const int *hits, const int *grad_hits) {
+    int bad = 0;
+    for (int op = 0; op < nb_op_count(); op++) {
+        const char *name = nb_op_name(op), *why = no_golden_reason(name);
+        int fwd = 0, grad = 0;
+        for (int i = 0; i < NENTRIES; i++)
+            if (!strcmp(TABLE[i].key, name)) fwd += hits[i], grad += grad_hits[i];
+        bool needs_grad = nb__ops[op].grad != NB_GRAD_NONE;
+        if (why && fwd) {
+            fprintf(stderr, "FAIL op '%s' has golden cases but is listed in NO_GOLDEN (%s)\n", name, why);
+            bad++;
+        } else if (!why && !fwd) {
+            fprintf(stderr, "FAIL op '%s' of ops.def has no golden case (add one to gen_golden.py or to NO_GOLDEN)\n",
+                    name);
+            bad++;
+        } else if (!why && needs_grad && !grad) {
+            fprintf(stderr, "FAIL op '%s' is differentiable but no golden case checks its gradient\n", name);
+            bad++;
+        }
+    }
+    for (int k = 0; k < NNO_GOLDEN; k++) {
+        bool known = false;
+        for (int op = 0; op < nb_op_count() && !known; op++) known = !strcmp(nb_op_name(op), NO_GOLDEN[k].op);
+        if (!known) {
+            fprintf(stderr, "FAIL NO_GOLDEN names '%s', which is not in ops.def\n", NO_GOLDEN[k].op);
+            bad++;
+        }
+    }
+    return bad;
 }
 
 /* ---- the golden folder ----------------------------------------------------- */
@@ -497,7 +655,7 @@ static void golden_cases_match_torch(void **state) {
     if (!nfiles) fprintf(stderr, "no *.nbg files in %s (set NB_GOLDEN_DIR)\n", golden_dir());
     assert_true(nfiles > 0);
     stats st = {0};
-    int hits[NENTRIES] = {0}, missing = 0;
+    int hits[NENTRIES] = {0}, grad_hits[NENTRIES] = {0}, missing = 0;
     for (int f = 0; f < nfiles; f++) {
         nbg_file gf;
         char err[256];
@@ -506,7 +664,7 @@ static void golden_cases_match_torch(void **state) {
             st.failures++;
         }
         for (int i = 0; i < gf.ncases; i++) {
-            const entry *e = find_entry(gf.cases[i].name, hits);
+            const entry *e = find_entry(&gf.cases[i], hits, grad_hits);
             if (!e) {
                 fprintf(stderr, "FAIL %s: golden case without a C entry\n", gf.cases[i].name);
                 missing++;
@@ -523,6 +681,7 @@ static void golden_cases_match_torch(void **state) {
             fprintf(stderr, "FAIL C entry '%s' has no golden case\n", TABLE[i].key);
             missing++;
         }
+    missing += check_op_coverage(hits, grad_hits);
     printf("golden: %d files, %d case runs, %d failures, %d unmatched\n", nfiles, st.cases, st.failures, missing);
     printf("golden: worst error/tolerance f32 %.3g (%s), f64 %.3g (%s)\n", st.worst[0], st.worst_at[0], st.worst[1],
            st.worst_at[1]);

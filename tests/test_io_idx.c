@@ -151,6 +151,9 @@ static void header_errors(void **state) {
     idx_make(&f, 0x08, 1, (uint32_t[]){4}, 4);
     f.bytes[0] = 1; /* magic 0x01000801 */
     io_expect_error(nb_idx_load(save_idx(path, "magic.idx", &f, true)), NB_ERR_FORMAT, "0x01000801");
+    idx_make(&f, 0x08, 1, (uint32_t[]){4}, 4);
+    f.bytes[1] = 1; /* magic 0x00010801: both leading bytes must be zero, not just the first */
+    io_expect_error(nb_idx_load(save_idx(path, "magic1.idx", &f, true)), NB_ERR_FORMAT, "0x00010801");
 
     idx_header(&f, 0x08, 0, NULL);
     io_expect_error(nb_idx_load(save_idx(path, "rank0.idx", &f, false)), NB_ERR_FORMAT, "rank 0");

@@ -334,6 +334,7 @@ static const bcase BINARY[] = {
     B(MINIMUM, minimum, D_INTV, D_INTV, true),
     B(ATAN2, atan2, D_ANY, D_ANY, true),
     B(REMAINDER, remainder, D_ANY, D_NONZERO, true),
+    B(FMOD, fmod, D_ANY, D_NONZERO, true),
     B(EQ, eq, D_INTV, D_INTV, true),
     B(NE, ne, D_INTV, D_INTV, true),
     B(LT, lt, D_INTV, D_INTV, true),
@@ -396,7 +397,7 @@ static void test_binary(void **state) {
         bool any_int = !nb_dtype_is_float(MIX[k][0]) || !nb_dtype_is_float(MIX[k][1]);
         if (any_int && !c->ints) continue;
         bool is_bool = MIX[k][0] == NB_BOOL;
-        if (is_bool && (c->op == NB_OP_SUB || c->op == NB_OP_REMAINDER || c->op == NB_OP_DIV)) continue;
+        if (is_bool && (c->op == NB_OP_SUB || c->op == NB_OP_REMAINDER || c->op == NB_OP_FMOD || c->op == NB_OP_DIV)) continue;
         bcase cc = *c;
         if (is_bool) cc.da = cc.db = D_BOOL;
         if (MIX[k][0] == NB_U8) cc.da = D_POS; /* u8 holds no negatives */

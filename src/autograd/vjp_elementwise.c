@@ -72,7 +72,8 @@ RULE(erf) { gin[0] = nb_mul(g, nb_mul(nb_exp(nb_neg(nb_square(X))), 1.1283791670
 RULE(floor) { (void)g; gin[0] = nb_zeros_like(X); return NB_OK; }
 RULE(ceil) { (void)g; gin[0] = nb_zeros_like(X); return NB_OK; }
 RULE(round) { (void)g; gin[0] = nb_zeros_like(X); return NB_OK; }
-RULE(clamp) { gin[0] = nb_mul(g, nb_logical_and(nb_ge(X, P0), nb_le(X, P1))); return NB_OK; }
+/* torch 2.x (scalar bounds): the gradient passes strictly inside, not at a bound. */
+RULE(clamp) { gin[0] = nb_mul(g, nb_logical_and(nb_gt(X, P0), nb_lt(X, P1))); return NB_OK; }
 
 #define A (n->in[0])
 #define B (n->in[1])
@@ -123,6 +124,13 @@ RULE(atan2) {
 RULE(remainder) {
     gin[0] = nb__own(nb_retain(g));
     gin[1] = nb_neg(nb_mul(g, nb_floor(nb_div(A, B))));
+    return NB_OK;
+}
+/* torch: d/da = 1, d/db = -trunc(a / b) (trunc as floor or ceil by sign: piecewise constant). */
+RULE(fmod) {
+    nb_tensor *q = nb_div(A, B);
+    gin[0] = nb__own(nb_retain(g));
+    gin[1] = nb_neg(nb_mul(g, nb_where(nb_lt(q, 0.0), nb_ceil(q), nb_floor(q))));
     return NB_OK;
 }
 RULE(where) {

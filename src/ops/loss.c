@@ -99,12 +99,14 @@ static nb_tensor *picked(nb_tensor *logp, const class_targets *ct) {
 
 /*
  * The loss is -l: zero the ignored entries, reduce, and negate last (on the
- * reduced value when there is one).  Mean divides by the number of targets
+ * reduced value when there is one; first without a reduction, so that the
+ * ignored entries are +0).  Mean divides by the number of targets
  * kept (NaN when none).
  */
 static nb_tensor *reduce_targets(nb_tensor *l, const class_targets *ct, nb_reduction r) {
+    if (r == NB_REDUCE_NONE) l = nb_neg(l); /* before zeroing: ignored entries are +0, as torch */
     if (ct->keep) l = nb_where(ct->keep, l, nb_zeros_like(l));
-    if (r == NB_REDUCE_NONE) return nb_neg(l);
+    if (r == NB_REDUCE_NONE) return l;
     nb_tensor *s = nb_sum(l, NULL, 0, false);
     return nb_mul(s, r == NB_REDUCE_SUM ? -1.0 : -1.0 / (double)ct->count);
 }

@@ -57,7 +57,7 @@ static inline double nb__eval_binary(nb_op op, double a, double b) {
  * Ops whose integer results are integers are evaluated exactly in int64 on
  * integer and bool operands, wrapping around on overflow (two's complement)
  * as PyTorch's integer kernels do.  Where PyTorch raises instead — integer
- * remainder by zero, negative integer powers — nabla gives 0 (and 1 or ±1 for
+ * remainder or fmod by zero, negative integer powers — nabla gives 0 (and 1 or ±1 for
  * bases 1 and -1), documented in nabla.h. */
 
 static inline bool nb__int_exact(nb_op op) {
@@ -65,6 +65,7 @@ static inline bool nb__int_exact(nb_op op) {
     case NB_OP_NEG: case NB_OP_ABS: case NB_OP_SIGN: case NB_OP_SQUARE: case NB_OP_RELU:
     case NB_OP_FLOOR: case NB_OP_CEIL: case NB_OP_ROUND: case NB_OP_ADD: case NB_OP_SUB:
     case NB_OP_MUL: case NB_OP_POW: case NB_OP_MAXIMUM: case NB_OP_MINIMUM: case NB_OP_REMAINDER:
+    case NB_OP_FMOD:
     case NB_OP_EQ: case NB_OP_NE: case NB_OP_LT: case NB_OP_LE: case NB_OP_GT: case NB_OP_GE:
         return true;
     default: return false;
@@ -107,6 +108,7 @@ static inline int64_t nb__eval_binary_i64(nb_op op, int64_t a, int64_t b) {
         int64_t r = a % b;
         return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
     }
+    case NB_OP_FMOD: return b == 0 || b == -1 ? 0 : a % b; /* C's %: sign of the dividend */
     case NB_OP_EQ: return a == b;
     case NB_OP_NE: return a != b;
     case NB_OP_LT: return a < b;

@@ -48,6 +48,13 @@ typedef struct nb_op_info {
 
 extern const nb_op_info nb__ops[NB_OP_COUNT];
 
+/** torch.clamp's min(max(x, lo), hi) with std::max/min semantics, used by ops.def: hi
+ * everywhere when lo > hi, NaN passes, a zero x keeps its sign (clamp(-0, 0, 1) = -0). */
+static inline double nb__clamp(double x, double lo, double hi) {
+    double v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+}
+
 /** Python-style remainder (result has the divisor's sign), used by ops.def. */
 static inline double nb__py_remainder(double a, double b) {
     double r = __builtin_fmod(a, b);

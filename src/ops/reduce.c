@@ -147,9 +147,12 @@ nb_tensor *nb_var(nb_tensor *x, const int *axes, int naxes, int64_t correction, 
     NB_COMPOSITE_RETURN(nb_div(nb_sum(nb_square(d), axes, naxes, keepdim), den > 0 ? den : 0.0));
 }
 
+/* sqrt(var); where var is 0 the gradient is 0 instead of 0 * inf (torch's std_backward masks it). */
 nb_tensor *nb_std(nb_tensor *x, const int *axes, int naxes, int64_t correction, bool keepdim) {
     NB_COMPOSITE_BEGIN();
-    NB_COMPOSITE_RETURN(nb_sqrt(nb_var(x, axes, naxes, correction, keepdim)));
+    nb_tensor *v = nb_var(x, axes, naxes, correction, keepdim);
+    nb_tensor *zero = v ? nb_eq(v, 0.0) : NULL;
+    NB_COMPOSITE_RETURN(nb_where(zero, nb_zeros_like(v), nb_sqrt(nb_where(zero, nb_ones_like(v), v))));
 }
 
 nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes) {

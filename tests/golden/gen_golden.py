@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """gen_golden.py — write the PyTorch golden files that tests/test_golden.c replays.
 
-Run with a Python that has torch and numpy (Debian: /usr/bin/python3 with
-python3-torch), or through CMake: `cmake --build BUILD --target golden`.
+Run with a Python that has PyTorch 2.x and numpy from PyPI, or through CMake:
+`cmake --build BUILD --target golden` creates a venv with them (see README.md).
 The C test needs only the committed *.nbg files, never Python.
 
 File format (little-endian; parsed by tests/golden_reader.c):
@@ -29,13 +29,18 @@ Gradient cases use float64 (the test compares to ~1e-10); float32 cases
 check forward values (~1e-6 relative), including inf/NaN handling and
 lengths that are not multiples of the SIMD width.
 
-Torch 1.13 (the version this was generated with) vs 2.x: every op used here
-has the same semantics in both.  Where the two could differ we stay away:
-torch.where is only called with one dtype per case and no Python scalars, and
-rms_norm (added in torch 2.4) is computed from its formula, x /
-sqrt(mean(x^2) + eps) * w, with torch autograd differentiating that formula.
-One deliberate difference of nabla from torch is pinned with a NumPy oracle:
-sign(NaN) is NaN as np.sign (torch returns 0, pytorch/pytorch#41245).
+Every op of src/ops/ops.def with a torch counterpart has cases here (the C
+test walks the op table and fails on an op without one, unless it is listed
+there with the reason).  Signed zeros are compared bitwise in forward outputs:
+each unary op runs on -0.0 and +0.0 in float32 and float64 ("KEY/zeros_*").
+
+Two deliberate differences of nabla from torch are pinned with another oracle
+(`expect`): sign(NaN) is NaN as np.sign (torch returns 0,
+pytorch/pytorch#41245), and gelu's zero results (x = -0.0 or x <= -30) are
+-0.0 in float32 as torch's own float64 kernel gives (its float32 kernel
+returns +0.0).  Where torch's kernels disagree with each other on the sign of
+a zero, nabla picks one rule for every dtype and the golden expects it:
+maximum/minimum of -0.0 and +0.0 give a (torch: a in float32, b in float64).
 """
 import argparse
 import math
@@ -51,7 +56,9 @@ try:
     import torch
     import torch.nn.functional as F
 except ImportError:  # pragma: no cover - depends on the machine
-    sys.exit("gen_golden.py: needs torch (Debian: apt install python3-torch; run with /usr/bin/python3)")
+    sys.exit("gen_golden.py: needs torch 2.x and numpy (pip install -r tests/golden/requirements.txt in a venv)")
+if int(torch.__version__.split(".")[0]) < 2:
+    sys.exit(f"gen_golden.py: needs PyTorch 2.x (the header promises its semantics), found {torch.__version__}")
 
 F32, F64 = torch.float32, torch.float64
 I8, I32, I64, U8, BOOL = torch.int8, torch.int32, torch.int64, torch.uint8, torch.bool
@@ -193,6 +200,31 @@ UNARY = {
 }
 
 
+def gelu_f32_zero(name, fn, x):
+    """torch's float32 gelu gives +0.0 where its float64 gives -0.0 (x = -0.0, x <= -30):
+    expect float64's sign there."""
+    if name != "gelu" or x.dtype != F32:
+        return None
+    y = fn(x)
+    return [torch.where(y == 0, fn(x.double()).float(), y)]
+
+
+def clamp(x, lo, hi):
+    # nabla's clamp keeps x's dtype (its bounds are C doubles); torch promotes an integer x
+    # with float bounds to float, so integer cases pass integer bounds to torch
+    if not x.is_floating_point():
+        lo, hi = int(lo), int(hi)
+    return torch.clamp(x, min=lo, max=hi)
+
+
+# every unary op of ops.def with parameters for the signed-zero cases: name -> (fn, params)
+UNARY_ALL = {**{k: (v[0], {}) for k, v in UNARY.items()},
+             "leaky_relu": (lambda x, slope: F.leaky_relu(x, slope), {"slope": 0.1}),
+             "elu": (lambda x, alpha: F.elu(x, alpha), {"alpha": 0.5}),
+             "softplus": (lambda x, beta, threshold: F.softplus(x, beta, threshold), {"beta": 2.0, "threshold": 1.0}),
+             "clamp": (clamp, {"lo": -1.0, "hi": 2.0}), "logical_not": (torch.logical_not, {})}
+
+
 def unary_grad_input(g, domain):
     """float64 [3, 4] input in the op's domain; "any" includes an exact 0 (kink conventions)."""
     if domain == "pos":
@@ -222,7 +254,11 @@ def gen_unary(g):
         x = special_f32(g)
         if name == "sign":  # torch gives sign(NaN) = 0; that is pinned separately below
             x = x[~torch.isnan(x)]
-        g.case(name + "/f32", fn, {"x": x}, grad=False)
+        g.case(name + "/f32", fn, {"x": x}, grad=False, expect=gelu_f32_zero(name, fn, x))
+    for name, (fn, prm) in UNARY_ALL.items():  # the sign of zero, bitwise, in both float types
+        for dt, tag in ((F32, "f32"), (F64, "f64")):
+            z = tensor([-0.0, 0.0, -0.0, 0.0], dt)
+            g.case(f"{name}/zeros_{tag}", fn, {"x": z}, prm, grad=False, expect=gelu_f32_zero(name, fn, z))
     # nabla deliberately returns NaN for sign(NaN), as NumPy; oracle np.sign
     xs = tensor([NAN, -NAN, -2.0, 0.0, 3.0], F32)
     g.case("sign/nan_numpy", torch.sign, {"x": xs}, grad=False,
@@ -266,21 +302,23 @@ def gen_unary(g):
     g.case("softplus/f32", lambda x, beta, threshold: F.softplus(x, beta, threshold), {"x": special_f32(g)},
            {"beta": 1.0, "threshold": 20.0}, grad=False)
 
-    def clamp(x, lo, hi):
-        # nabla's clamp keeps x's dtype (its bounds are C doubles); torch promotes an integer x
-        # with float bounds to float, so integer cases pass integer bounds to torch
-        if not x.is_floating_point():
-            lo, hi = int(lo), int(hi)
-        return torch.clamp(x, min=lo, max=hi)
-
     g.seed("clamp")
     xc = g.randn(3, 4)
-    xc[0, 0], xc[0, 1] = -0.5, 0.8  # exactly at the bounds: torch passes the gradient there
+    xc[0, 0], xc[0, 1] = -0.5, 0.8  # exactly at the bounds: torch 2.x passes no gradient there
     g.case("clamp/f64_both", clamp, {"x": xc}, {"lo": -0.5, "hi": 0.8})
     g.case("clamp/f64_hi_only", clamp, {"x": xc}, {"lo": -INF, "hi": 0.3})
     g.case("clamp/f64_lo_only", clamp, {"x": xc}, {"lo": 0.2, "hi": INF})
     g.case("clamp/f32", clamp, {"x": special_f32(g)}, {"lo": -1.0, "hi": 2.0}, grad=False)
     g.case("clamp/i32", clamp, {"x": ints}, {"lo": -2.0, "hi": 4.0}, grad=False)
+    # lo > hi: torch gives hi everywhere (and no gradient)
+    g.case("clamp/f64_lo_gt_hi", clamp, {"x": xc}, {"lo": 0.5, "hi": -0.25})
+    g.case("clamp/f32_lo_gt_hi", clamp, {"x": special_f32(g)}, {"lo": 1.0, "hi": -1.0}, grad=False)
+    g.case("clamp/i32_lo_gt_hi", clamp, {"x": ints}, {"lo": 3.0, "hi": -2.0}, grad=False)
+    for z, tag in ((-0.0, "neg"), (0.0, "pos")):  # a bound of zero against signed zeros
+        g.case(f"clamp/f32_zero_bound_{tag}", clamp, {"x": tensor([-0.0, 0.0, -1.0, 1.0], F32)},
+               {"lo": z, "hi": 2.0}, grad=False)
+        g.case(f"clamp/f64_zero_hi_{tag}", clamp, {"x": tensor([-0.0, 0.0, -1.0, 1.0], F64)},
+               {"lo": -2.0, "hi": z}, grad=False)
     g.case("logical_not/f32", torch.logical_not, {"x": tensor(SPECIAL, F32)}, grad=False)
     g.case("logical_not/i32", torch.logical_not, {"x": ints}, grad=False)
 
@@ -293,9 +331,18 @@ BINARY = {
     "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
     "remainder": torch.remainder, "eq": torch.eq, "ne": torch.ne, "lt": torch.lt, "le": torch.le,
     "gt": torch.gt, "ge": torch.ge, "logical_and": torch.logical_and,
-    "logical_or": torch.logical_or, "logical_xor": torch.logical_xor,
+    "logical_or": torch.logical_or, "logical_xor": torch.logical_xor, "fmod": torch.fmod,
 }
-ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder")
+ARITH = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2", "remainder", "fmod")
+
+
+def zero_tie(name, a, b):
+    """maximum/minimum of -0.0 and +0.0: torch's float32 kernel returns a there, its float64
+    kernel b; nabla returns a in both (std::max/min).  Expect a there, torch elsewhere."""
+    if name not in ("maximum", "minimum"):
+        return None
+    out = BINARY[name](a, b)
+    return [torch.where((a == 0) & (b == 0), a.expand_as(out), out)]
 
 
 def binary_grad_inputs(g, name):
@@ -305,7 +352,7 @@ def binary_grad_inputs(g, name):
         b = g.uniform(0.5, 2.0, 3, 1) * tensor([[1.0], [-1.0], [1.0]], F64)
     if name == "pow":
         a, b = g.uniform(0.2, 3.0, 2, 3, 4), g.uniform(-2.0, 2.0, 3, 1)
-    if name == "remainder":
+    if name in ("remainder", "fmod"):
         a, b = g.randn(2, 3, 4, scale=4.0), tensor([[1.5], [-2.5], [0.7]], F64)
     return a, b
 
@@ -316,9 +363,11 @@ def gen_binary(g):
         g.seed(name + "/bcast")
         a, b = binary_grad_inputs(g, name)
         g.case(name + "/f64_bcast", BINARY[name], {"a": a, "b": b})
-    for name in BINARY:  # every pair of special values, forward
-        sa = tensor(SPECIAL, F32)
-        g.case(name + "/f32_special", BINARY[name], {"a": sa.reshape(-1, 1), "b": sa}, grad=False)
+    for name in BINARY:  # every pair of special values (signed zeros included), forward
+        for dt, tag in ((F32, "f32"), (F64, "f64")):
+            sa = tensor(SPECIAL, dt)
+            g.case(f"{name}/{tag}_special", BINARY[name], {"a": sa.reshape(-1, 1), "b": sa}, grad=False,
+                   expect=zero_tie(name, sa.reshape(-1, 1), sa))
     g.seed("maximum/ties")
     a = g.randn(6)
     b = a.clone()
@@ -334,8 +383,28 @@ def gen_binary(g):
     rb = tensor([3, -3, 3, -3, -2, 4, 5, 4], I32)
     g.case("remainder/i32_signs", torch.remainder, {"a": ra, "b": rb}, grad=False)
     g.case("remainder/f64_signs", torch.remainder, {"a": ra.to(F64) + 0.25, "b": rb.to(F64) * 0.5})
+    # fmod: the sign of the dividend (C fmod); exact zeros keep the dividend's sign
+    g.case("fmod/i32_signs", torch.fmod, {"a": ra, "b": rb}, grad=False)
+    g.case("fmod/i64_signs", torch.fmod, {"a": ra.to(I64) * 1000003, "b": rb.to(I64)}, grad=False)
+    g.case("fmod/f64_signs", torch.fmod, {"a": ra.to(F64) + 0.25, "b": rb.to(F64) * 0.5})
+    g.case("fmod/f32_zeros", torch.fmod, {"a": tensor([-4.0, 4.0, -0.0, 0.0, -6.0], F32),
+                                          "b": tensor([2.0, -2.0, 3.0, -3.0, 3.0], F32)}, grad=False)
+    g.case("remainder/f32_zeros", torch.remainder, {"a": tensor([-4.0, 4.0, -0.0, 0.0, -6.0], F32),
+                                                    "b": tensor([2.0, -2.0, 3.0, -3.0, 3.0], F32)}, grad=False)
     g.case("pow/i64", torch.pow, {"a": tensor([-3, -2, 0, 1, 2, 5], I64), "b": tensor([3, 2, 0, 5, 10, 3], I64)},
            grad=False)
+    # integer-closed ops: exact in every integer dtype, wrapping around on overflow as torch
+    ia = [-128, -9, -7, -1, 0, 1, 3, 7, 127]
+    ib = [-7, -2, -1, 1, 2, 3, 5, 100]  # no zero: torch raises on integer remainder/fmod by 0
+    big = [2**62, 2**63 - 1, -(2**63), -3, 3 * 2**40 + 1]
+    for name in ("add", "sub", "mul", "maximum", "minimum", "remainder", "fmod"):
+        for dt, tag in ((I8, "i8"), (I32, "i32"), (U8, "u8")):
+            av, bv = (ia, ib) if dt != U8 else ([0, 1, 7, 128, 200, 255], [1, 2, 7, 100, 255])
+            g.case(f"{name}/{tag}_grid", BINARY[name], {"a": tensor(av, I64).to(dt).reshape(-1, 1),
+                                                        "b": tensor(bv, I64).to(dt)}, grad=False)
+        g.case(f"{name}/i64_wrap", BINARY[name], {"a": tensor(big, I64).reshape(-1, 1),
+                                                  "b": tensor([b for b in big if b != 0] + [-1, 2], I64)},
+               grad=False)
     # type promotion between tensors
     g.seed("promote")
     i32 = g.randint(-5, 6, 3, 4, dtype=I32)
@@ -370,7 +439,7 @@ def scalar_op(name):
     fn = BINARY[name]
 
     def run(x, s):
-        if name in ("add", "sub", "mul", "div", "pow", "remainder", "eq", "ne", "lt", "le", "gt", "ge"):
+        if name in ("add", "sub", "mul", "div", "pow", "remainder", "fmod", "eq", "ne", "lt", "le", "gt", "ge"):
             return fn(x, s)  # torch takes the Python number directly
         rt = torch.result_type(x, s)  # torch's promotion for a Python scalar operand
         return fn(x.to(rt), torch.tensor(s, dtype=rt))
@@ -383,7 +452,7 @@ SCALARS = {
     "add": (2.5, 3), "sub": (-1.25, 4), "mul": (0.7, -3), "div": (-1.6, 2), "pow": (2.5, 2),
     "maximum": (0.3, 1), "minimum": (0.3, 1), "atan2": (-0.8, 2), "remainder": (-1.5, -3),
     "eq": (1.0, 2), "ne": (1.0, 2), "lt": (0.25, 0), "le": (0.25, 0), "gt": (0.25, 0), "ge": (0.25, 0),
-    "logical_and": (0.0, 5), "logical_or": (0.0, 5), "logical_xor": (2.0, 0),
+    "logical_and": (0.0, 5), "logical_or": (0.0, 5), "logical_xor": (2.0, 0), "fmod": (-1.5, -3),
 }
 
 
@@ -413,6 +482,7 @@ def gen_scalar(g):
     g.case("maximum_sf/f32", scalar_op("maximum"), {"x": tensor(SPECIAL, F32)}, {"s": 0.5}, grad=False)
     g.case("maximum_sf/i32", scalar_op("maximum"), {"x": ints}, {"s": 0.5}, grad=False)
     g.case("remainder_sf/i32", scalar_op("remainder"), {"x": ints}, {"s": 2.5}, grad=False)
+    g.case("fmod_sf/i32", scalar_op("fmod"), {"x": ints}, {"s": 2.5}, grad=False)
     g.case("pow_sf/i32", scalar_op("pow"), {"x": ints.abs()}, {"s": 0.5}, grad=False)
     g.case("pow_si/f32", scalar_op("pow"), {"x": tensor([-2.0, 0.0, 1.5, INF, NAN], F32)}, {"s": 3},
            grad=False)
@@ -504,11 +574,24 @@ def gen_reduce(g):
 
                     def run(x, correction, keepdim, axes=None, fn=fn):
                         dims = tuple(axes) if axes is not None else tuple(range(x.dim()))
-                        return fn(x, dim=dims, unbiased=bool(correction), keepdim=keepdim)
+                        return fn(x, dim=dims, correction=correction, keepdim=keepdim)
 
                     p = reduce_params(axes, keep)
                     p["correction"] = corr
                     g.case(f"{name}/f64_c{corr}_{tag}{'_keep' if keep else ''}", run, {"x": g.randn(2, 3, 4)}, p)
+    # one element with correction 1 (0/0) and an empty axis: NaN, as torch
+    for name, fn in (("var", torch.var), ("std", torch.std)):
+        def run(x, correction, keepdim, axes, fn=fn):
+            return fn(x, dim=tuple(axes), correction=correction, keepdim=keepdim)
+
+        g.seed(name + "/one")
+        p = reduce_params([1], False)
+        g.case(f"{name}/f64_one_c1", run, {"x": g.randn(3, 1)}, {**p, "correction": 1}, grad=False)
+        g.case(f"{name}/f32_one_c1", run, {"x": g.randn(2, 1, dtype=F32)}, {**p, "correction": 1}, grad=False)
+        g.case(f"{name}/f64_one_c0", run, {"x": g.randn(3, 1)}, {**p, "correction": 0})
+        for corr in (0, 1):
+            g.case(f"{name}/f64_empty_c{corr}", run, {"x": torch.zeros(2, 0, dtype=F64)}, {**p, "correction": corr},
+                   grad=False)
     # norm p = 1, 2, inf, 3 (p=1 includes an exact zero: torch's gradient there is 0)
     g.seed("norm")
     xn = g.randn(3, 4)
@@ -603,10 +686,8 @@ def gen_linalg(g):
 
 
 def rms_norm_ref(x, w=None, *, nnorm, eps):
-    """x / sqrt(mean(x^2 over the last nnorm axes) + eps) * w (torch 1.13 has no rms_norm)."""
-    dims = tuple(range(x.dim() - nnorm, x.dim()))
-    y = x / torch.sqrt(torch.mean(x * x, dim=dims, keepdim=True) + eps)
-    return y * w if w is not None else y
+    """torch.nn.functional.rms_norm over the last nnorm axes (torch >= 2.4)."""
+    return F.rms_norm(x, x.shape[x.dim() - nnorm:], w, eps)
 
 
 def gen_nn(g):
@@ -791,14 +872,150 @@ def gen_index(g):
            grad=False)
 
 
+# ---------------------------------------------------------------------------
+# T5 layout: casts, copies and views (each differentiated through the view)
+
+
+def gen_layout(g):
+    g.begin("o9_layout")
+    g.seed("layout")
+    x = g.randn(2, 3, 4)
+    g.case("reshape/f64", lambda x, shape: x.reshape(shape), {"x": x}, {"shape": [4, -1]})
+    g.case("reshape/f64_rank0", lambda x, shape: x.reshape(shape), {"x": g.randn(1, 1)}, {"shape": []})
+    g.case("reshape/i32", lambda x, shape: x.reshape(shape), {"x": tensor([[1, 2, 3], [4, 5, 6]], I32)},
+           {"shape": [3, 2]}, grad=False)
+    g.case("permute/f64", lambda x, perm: x.permute(perm), {"x": x}, {"perm": [2, 0, 1]})
+    g.case("contiguous/f64_permuted", lambda x, perm: x.permute(perm).contiguous(), {"x": x}, {"perm": [1, 2, 0]})
+    g.case("expand/f64", lambda x, shape: x.expand(shape), {"x": g.randn(3, 1)}, {"shape": [2, 3, 4]})
+    g.case("expand/f64_keep", lambda x, shape: x.expand(shape), {"x": g.randn(1, 4)}, {"shape": [3, -1]})
+
+    def slice_(x, axis, start, stop, step):
+        idx = [slice(None)] * x.dim()
+        idx[axis] = slice(start, stop, step)
+        return x[tuple(idx)]
+
+    g.case("slice/f64_step2", slice_, {"x": x}, {"axis": 2, "start": 0, "stop": 4, "step": 2})
+    g.case("slice/f64_negative_bounds", slice_, {"x": x}, {"axis": 1, "start": -2, "stop": 3, "step": 1})
+    g.case("slice/f64_empty", slice_, {"x": x}, {"axis": 0, "start": 1, "stop": 1, "step": 1})
+    # torch forbids negative steps; x.flip over the walked range gives the same values
+    g.case("slice/f64_backwards", lambda x, axis, start, stop, step: x[:, 1:].flip(1)[:, ::2],
+           {"x": g.randn(3, 6)}, {"axis": 1, "start": 5, "stop": 0, "step": -2})
+    g.case("select/f64", lambda x, axis, index: x.select(axis, index), {"x": x}, {"axis": 1, "index": -1})
+    g.case("select/f32", lambda x, axis, index: x.select(axis, index), {"x": x.to(F32)}, {"axis": 0, "index": 1},
+           grad=False)
+    for off in (0, 1, -2):
+        g.case(f"diagonal/f64_off{off}", lambda x, offset, a, b: torch.diagonal(x, offset, a, b),
+               {"x": g.randn(3, 4, 5)}, {"offset": off, "a": 1, "b": 2})
+    g.case("diagonal/f64_axes02", lambda x, offset, a, b: torch.diagonal(x, offset, a, b), {"x": x},
+           {"offset": 0, "a": 0, "b": 2})
+    g.case("as_strided/f32", lambda x, shape, strides, offset: torch.as_strided(x, shape, strides, offset),
+           {"x": torch.arange(12, dtype=F32)}, {"shape": [3, 3], "strides": [3, 1], "offset": 2}, grad=False)
+    g.case("as_strided/f32_overlap", lambda x, shape, strides, offset: torch.as_strided(x, shape, strides, offset),
+           {"x": torch.arange(8, dtype=F32)}, {"shape": [4, 3], "strides": [1, 2], "offset": 0}, grad=False)
+
+    def cast(x, dtype):
+        return x.to({v: k for k, v in DTYPE_CODE.items()}[dtype])
+
+    g.case("cast/f64_to_f32", cast, {"x": g.randn(3, 4)}, {"dtype": DTYPE_CODE[F32]})
+    g.case("cast/f32_to_f64", cast, {"x": g.randn(3, 4, dtype=F32)}, {"dtype": DTYPE_CODE[F64]})
+    vals = tensor([-2.75, -1.5, -0.5, -0.0, 0.0, 0.5, 1.99, 100.25], F32)  # truncation toward zero
+    for dt in (I32, I64, I8):
+        g.case(f"cast/f32_to_{str(dt).split('.')[-1]}", cast, {"x": vals}, {"dtype": DTYPE_CODE[dt]}, grad=False)
+    g.case("cast/f32_to_u8", cast, {"x": vals.abs()}, {"dtype": DTYPE_CODE[U8]}, grad=False)
+    g.case("cast/f32_to_bool", cast, {"x": tensor([0.0, -0.0, 0.5, NAN, -INF], F32)}, {"dtype": DTYPE_CODE[BOOL]},
+           grad=False)
+    g.case("cast/i32_to_f32", cast, {"x": tensor([-7, 0, 16777217], I32)}, {"dtype": DTYPE_CODE[F32]}, grad=False)
+    g.case("cast/bool_to_i64", cast, {"x": tensor([True, False], BOOL)}, {"dtype": DTYPE_CODE[I64]}, grad=False)
+    g.case("cast/i64_to_i8", cast, {"x": tensor([-128, 127, 5], I64)}, {"dtype": DTYPE_CODE[I8]}, grad=False)
+
+
+# ---------------------------------------------------------------------------
+# O8 convolution and pooling
+
+
+def window(kernel, stride=None, padding=(0, 0), dilation=(1, 1)):
+    return {"kernel": list(kernel), "stride": list(stride or kernel), "padding": list(padding),
+            "dilation": list(dilation)}
+
+
+def gen_conv(g):
+    g.begin("o8_conv")
+
+    def conv2d(x, w, bias=None, *, stride, padding, dilation, groups):
+        return F.conv2d(x, w, bias, stride, padding, dilation, groups)
+
+    g.seed("conv2d")
+    g.case("conv2d/f64_bias", conv2d, {"x": g.randn(2, 3, 5, 6), "w": g.randn(4, 3, 3, 2), "bias": g.randn(4)},
+           {"stride": [1, 1], "padding": [0, 0], "dilation": [1, 1], "groups": 1})
+    g.case("conv2d/f64_strided_padded", conv2d, {"x": g.randn(1, 2, 7, 6), "w": g.randn(3, 2, 3, 3)},
+           {"stride": [2, 1], "padding": [1, 2], "dilation": [1, 2], "groups": 1})
+    g.case("conv2d/f64_groups", conv2d, {"x": g.randn(2, 4, 5, 5), "w": g.randn(6, 2, 2, 2), "bias": g.randn(6)},
+           {"stride": [1, 2], "padding": [1, 0], "dilation": [2, 1], "groups": 2})
+    g.case("conv2d/f32", conv2d, {"x": g.randn(2, 3, 9, 9, dtype=F32), "w": g.randn(5, 3, 3, 3, dtype=F32),
+                                  "bias": g.randn(5, dtype=F32)},
+           {"stride": [1, 1], "padding": [1, 1], "dilation": [1, 1], "groups": 1}, grad=False, atol=SUM_ATOL)
+
+    def conv1d(x, w, bias=None, *, stride, padding, dilation, groups):
+        return F.conv1d(x, w, bias, stride, padding, dilation, groups)
+
+    g.seed("conv1d")
+    g.case("conv1d/f64", conv1d, {"x": g.randn(2, 3, 9), "w": g.randn(4, 3, 3), "bias": g.randn(4)},
+           {"stride": 2, "padding": 1, "dilation": 1, "groups": 1})
+    g.case("conv1d/f64_groups_dilated", conv1d, {"x": g.randn(1, 4, 10), "w": g.randn(2, 2, 2)},
+           {"stride": 1, "padding": 0, "dilation": 3, "groups": 2})
+
+    def unfold(x, kernel, stride, padding, dilation):
+        return F.unfold(x, kernel, dilation, padding, stride)
+
+    def fold(cols, out_h, out_w, kernel, stride, padding, dilation):
+        return F.fold(cols, (out_h, out_w), kernel, dilation, padding, stride)
+
+    g.seed("unfold")
+    g.case("unfold/f64", unfold, {"x": g.randn(2, 2, 4, 5)}, window((2, 3), (1, 1)))
+    g.case("unfold/f64_padded_dilated", unfold, {"x": g.randn(1, 3, 5, 5)}, window((2, 2), (2, 1), (1, 1), (2, 1)))
+    g.seed("fold")
+    g.case("fold/f64_overlap", fold, {"cols": g.randn(2, 2 * 2 * 3, 3 * 3)},
+           {"out_h": 4, "out_w": 5, **window((2, 3), (1, 1))})
+    g.case("fold/f64_padded", fold, {"cols": g.randn(1, 3 * 2 * 2, 3 * 3)},
+           {"out_h": 4, "out_w": 4, **window((2, 2), (2, 2), (1, 1))})
+
+    def max_pool(x, kernel, stride, padding, dilation):
+        return F.max_pool2d(x, kernel, stride, padding, dilation)
+
+    def avg_pool(x, kernel, stride, padding, dilation, count_include_pad):
+        assert dilation == [1, 1]
+        return F.avg_pool2d(x, kernel, stride, padding, count_include_pad=count_include_pad)
+
+    g.seed("max_pool2d")
+    xp = g.randn(2, 3, 6, 7)
+    g.case("max_pool2d/f64", max_pool, {"x": xp}, window((2, 2)))
+    g.case("max_pool2d/f64_overlap_padded", max_pool, {"x": xp}, window((3, 3), (2, 1), (1, 1)))
+    g.case("max_pool2d/f64_dilated", max_pool, {"x": xp}, window((2, 2), (1, 2), (0, 0), (2, 2)))
+    xt = tensor([[[[1.0, 1.0, 2.0, 2.0], [1.0, 0.0, 2.0, -1.0], [NAN, 0.0, -INF, -INF], [3.0, 0.0, -INF, -INF]]]], F32)
+    g.case("max_pool2d/f32_ties_nan", max_pool, {"x": xt}, window((2, 2)), grad=False)
+    for inc in (True, False):
+        g.case(f"avg_pool2d/f64_pad_{'incl' if inc else 'excl'}", avg_pool, {"x": xp},
+               {**window((3, 2), (2, 2), (1, 1)), "count_include_pad": inc})
+    g.case("avg_pool2d/f32", avg_pool, {"x": xp.to(F32)}, {**window((2, 2)), "count_include_pad": True}, grad=False)
+
+    def unpool(x, indices, out_h, out_w):
+        return F.max_unpool2d(x, indices, 2, output_size=(out_h, out_w))
+
+    g.seed("max_unpool2d")
+    pooled, idx = F.max_pool2d(g.randn(2, 2, 4, 6), 2, return_indices=True)
+    g.case("max_unpool2d/f64", unpool, {"x": pooled, "indices": idx}, {"out_h": 4, "out_w": 6})
+    g.case("max_unpool2d/f64_bigger", unpool, {"x": pooled, "indices": idx}, {"out_h": 5, "out_w": 7})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="Using a target size")  # mse_loss/f64_bcast broadcasts on purpose
+    warnings.filterwarnings("ignore", message=".*degrees of freedom is <= 0")  # var/std NaN cases on purpose
     g = Golden()
-    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index):
+    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index, gen_conv, gen_layout):
         gen(g)
     g.write(args.out)
 

@@ -54,7 +54,8 @@ static inline float nb_expf(float x) {
 
 /* tanh after Cephes tanhf: an odd polynomial for |x| < 0.625, else
  * 1 - 2 / (e^{2|x|} + 1) with x's sign (no cancellation there since
- * tanh(0.625) > 1/2).  Max error ~3 ulp; ±1 at ±inf, NaN passes. */
+ * tanh(0.625) > 1/2).  Max error ~3 ulp; ±1 at ±inf, NaN passes; the
+ * polynomial branch takes x's sign so that tanh(-0) = -0. */
 static inline float nb_tanhf(float x) {
     float ax = __builtin_fabsf(x), z = x * x;
     float p = -5.70498872745E-3f;
@@ -64,7 +65,7 @@ static inline float nb_tanhf(float x) {
     p = p * z - 3.33332819422E-1f;
     float small = p * z * x + x;
     float big = __builtin_copysignf(1.0f - 2.0f / (nb_expf(2.0f * ax) + 1.0f), x);
-    return ax < 0.625f ? small : big;
+    return ax < 0.625f ? __builtin_copysignf(small, x) : big;
 }
 
 /* sigmoid from e = e^{-|x|} in (0, 1]: 1/(1+e) for x >= 0, e/(1+e) below,
@@ -175,7 +176,7 @@ static inline float nb_sigmoidf(float x) {
 #define F32_UNARY_TAN F32_DEFAULT
 #define F32_UNARY_TANH(expr) nb_tanhf(x)
 #define F32_UNARY_SIGMOID(expr) nb_sigmoidf(x)
-#define F32_UNARY_RELU(expr) (x <= 0.0f ? 0.0f : x)
+#define F32_UNARY_RELU(expr) (x < 0.0f ? 0.0f : x)
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
 #define F32_UNARY_ELU F32_DEFAULT
 #define F32_UNARY_GELU F32_DEFAULT
