@@ -198,7 +198,11 @@ void nb_release(nb_tensor *t);
  * Scopes nest.
  */
 void nb_scope_begin(void);
-/** Close the innermost scope, releasing every reference it owns. */
+/**
+ * Close the innermost scope, releasing every reference it owns.  Without an
+ * open scope on this thread (an unmatched call) it changes nothing and
+ * records NB_ERR_STATE, read with nb_last_status() / nb_last_message().
+ */
 void nb_scope_end(void);
 /**
  * Move t's scope-owned reference to the enclosing scope, or to the caller
@@ -546,7 +550,11 @@ nb_tensor *nb_cumprod(nb_tensor *x, int axis);
  * b [..., k, n] → [..., m, n].  Float dtypes; a and b must match.
  */
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
-/** y = x @ w^T + bias; x [..., in], w [out, in], bias [out] or NULL (torch.nn.functional.linear). */
+/**
+ * y = x @ w^T + bias; x [..., in], w [out, in], bias [out] or NULL (torch.nn.functional.linear).
+ * Errors: NB_ERR_NULL; NB_ERR_SHAPE (w not 2-D, or x's last axis not w's in — the message names
+ * linear and shows x and w as given); those of nb_matmul and nb_add otherwise.
+ */
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
 /**
  * Einstein summation (numpy.einsum / torch.einsum) over n >= 1 operands.
