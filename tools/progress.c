@@ -33,22 +33,27 @@ void cli_progress_step(cli_progress *p, int epoch, int64_t step, double loss, in
     double rate = elapsed > 0 ? (double)samples / elapsed : 0;
     int eta = (int)(elapsed / (double)step * (double)(p->steps - step) + 0.5);
     if (p->tty) {
-        char head[64], tail[128], bar[BAR + 1];
+        char head[64], tail[3][160], bar[BAR + 1];
         snprintf(head, sizeof head, "epoch %d/%d ", epoch, p->epochs);
-        snprintf(tail, sizeof tail, "%lld/%lld loss %.4f %.0f samples/s ETA %d:%02d", (long long)step,
-                 (long long)p->steps, loss, rate, eta / 60, eta % 60);
+        /* the fields after the bar, shorter and shorter: the ETA, then the rate go first */
+        int k = snprintf(tail[2], sizeof tail[2], "%lld/%lld loss %.4f", (long long)step, (long long)p->steps, loss);
+        snprintf(tail[1], 128, "%.*s %.0f samples/s", k, tail[2], rate);
+        snprintf(tail[0], sizeof tail[0], "%.128s ETA %d:%02d", tail[1], eta / 60, eta % 60);
         struct winsize ws;
         int cols = ioctl(fileno(p->out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
         /* the line stays below the width: a character in the last column makes some terminals wrap */
-        int room = cols - 1 - (int)strlen(head) - (int)strlen(tail) - 3, width = room < BAR ? room : BAR;
-        if (width >= MIN_BAR) {
+        int fit = 0, room = 0;
+        for (; fit < 3; fit++)
+            if ((room = cols - 1 - (int)strlen(head) - (int)strlen(tail[fit])) >= 0) break;
+        int width = room - 3 < BAR ? room - 3 : BAR; /* "[", "]" and a space */
+        if (fit == 0 && width >= MIN_BAR) {
             int fill = (int)(width * step / p->steps);
             for (int i = 0; i < width; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
             bar[width] = 0;
-            fprintf(p->out, "\r%s[%s] %s\033[K", head, bar, tail);
+            fprintf(p->out, "\r%s[%s] %s\033[K", head, bar, tail[0]);
         } else {
             char line[192];
-            snprintf(line, sizeof line, "%s%s", head, tail);
+            snprintf(line, sizeof line, "%s%s", head, tail[fit < 3 ? fit : 2]);
             fprintf(p->out, "\r%.*s\033[K", cols > 1 ? cols - 1 : 1, line);
         }
         p->t_drawn = now;

@@ -123,6 +123,16 @@ if gen_idx "$D8" 8 && gen_idx "$D3" 3; then
   expect 1 "'fc1.weight' has shape \[256, 64\] but the mlp model needs \[256, 9\]" -- eval --model "$WORK/mlp8.safetensors" --data "$D3"
   expect 1 "cnn needs images of at least 4x4.*3x3" -- train --model cnn --data "$D3"
 
+  # on a terminal narrower than the progress line, the redrawn line still fits (script(1) gives a pty)
+  esc=$(printf '\033')
+  for c in 30 60; do
+    script -qec "stty cols $c rows 20; '$NABLA' train --data '$D8' --epochs 1 --batch-size 1 --threads 1" /dev/null >"$WORK/tty.log" 2>&1
+    w=$(tr '\r' '\n' <"$WORK/tty.log" | grep "$esc\[K" | grep -v "^$esc" | sed "s/$esc\[K//g" |
+        awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')
+    if [ "$w" -gt 0 ] && [ "$w" -lt "$c" ]; then echo "ok: on a $c-column terminal the progress line is $w wide"
+    else echo "FAIL: on a $c-column terminal the progress line is $w wide"; fails=$((fails + 1)); fi
+  done
+
   # ---- what is at the output paths
   expect 1 "cannot write the checkpoint.*directory is missing" -- train --data "$D8" --save "$WORK/no-such-dir/x.safetensors"
   mkfifo "$WORK/fifo"   # stands for a device node such as /dev/full: not a regular file
