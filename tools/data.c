@@ -53,8 +53,9 @@ static int convert(const char *cmd, const char *dir, nb_tensor *img, nb_tensor *
     s->classes = 0;
     const uint8_t *l = nb_data_ptr(lab);
     for (int64_t i = 0; i < s->n; i++) s->classes = l[i] >= s->classes ? l[i] + 1 : s->classes;
-    s->images = nb_scope_keep(nb_reshape(nb_div(nb_cast(img, NB_F32), 255.0), NB_SHAPE(s->n, s->height * s->width)));
-    s->labels = nb_scope_keep(nb_cast(lab, NB_I64));
+    /* references of our own: the scope around the conversion drops its copies */
+    s->images = nb_retain(nb_reshape(nb_div(nb_cast(img, NB_F32), 255.0), NB_SHAPE(s->n, s->height * s->width)));
+    s->labels = nb_retain(nb_cast(lab, NB_I64));
     return s->images && s->labels ? CLI_OK : cli_nb_error(cmd, "converting the data");
 }
 
