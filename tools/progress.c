@@ -52,7 +52,7 @@ void cli_progress_step(cli_progress *p, int epoch, int64_t step, double loss, in
             bar[width] = 0;
             fprintf(p->out, "\r%s[%s] %s\033[K", head, bar, tail[0]);
         } else {
-            char line[192];
+            char line[sizeof head + sizeof tail[0]];
             snprintf(line, sizeof line, "%s%s", head, tail[fit < 3 ? fit : 2]);
             fprintf(p->out, "\r%.*s\033[K", cols > 1 ? cols - 1 : 1, line);
         }
