@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include <cairo.h>
+#include <fontconfig/fontconfig.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -161,6 +162,10 @@ int cli_chart_png(const char *cmd, const char *path, int n, const double *loss, 
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png_stream(s, append, &b);
     cairo_destroy(cr);
     cairo_surface_destroy(s);
+    /* the chart is drawn once per run: give back cairo's and fontconfig's font caches (else leak checkers
+     * report them at exit) */
+    cairo_debug_reset_static_data();
+    FcFini();
     int rc = st == CAIRO_STATUS_SUCCESS ? cli_output_write(cmd, "chart", path, b.data, b.n)
                                         : cli_error(cmd, CLI_FAIL, "drawing the chart %s: %s", path,
                                                     cairo_status_to_string(st));
