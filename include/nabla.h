@@ -198,7 +198,11 @@ void nb_release(nb_tensor *t);
  * Scopes nest.
  */
 void nb_scope_begin(void);
-/** Close the innermost scope, releasing every reference it owns. */
+/**
+ * Close the innermost scope, releasing every reference it owns.  Without an
+ * open scope on this thread (an unmatched call) it changes nothing and
+ * records NB_ERR_STATE, read with nb_last_status() / nb_last_message().
+ */
 void nb_scope_end(void);
 /**
  * Move t's scope-owned reference to the enclosing scope, or to the caller
@@ -559,7 +563,11 @@ nb_tensor *nb_cumprod(nb_tensor *x, int axis);
  * b [..., k, n] → [..., m, n].  Float dtypes; a and b must match.
  */
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
-/** y = x @ w^T + bias; x [..., in], w [out, in], bias [out] or NULL (torch.nn.functional.linear). */
+/**
+ * y = x @ w^T + bias; x [..., in], w [out, in], bias [out] or NULL (torch.nn.functional.linear).
+ * Errors: NB_ERR_NULL; NB_ERR_SHAPE (w not 2-D, or x's last axis not w's in — the message names
+ * linear and shows x and w as given); those of nb_matmul and nb_add otherwise.
+ */
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
 /**
  * Einstein summation (numpy.einsum / torch.einsum) over n >= 1 operands.
@@ -767,8 +775,9 @@ bool nb_grad_enabled(void);
  * images: u8 [N, 28, 28], labels: u8 [N]).  Errors, each message naming the
  * file: NB_ERR_NULL (path); NB_ERR_IO (cannot open or read); NB_ERR_FORMAT
  * (bad magic or type code, rank outside [1, NB_MAX_DIMS], truncated data —
- * the message gives the expected and the actual byte count —, trailing bytes,
- * a corrupted gzip stream, or declared sizes larger than a gzip file of that
+ * the message gives the expected and the actual byte count —, trailing bytes
+ * (after the data, or after the last gzip member), a corrupted or truncated
+ * gzip stream, or declared sizes larger than a gzip file of that
  * size can decompress to); NB_ERR_OVERFLOW (the sizes' product overflows);
  * NB_ERR_UNSUPPORTED (type 0x0B); NB_ERR_OOM.
  */
@@ -822,7 +831,13 @@ nb_tensor *nb_take_rows(nb_tensor *x, nb_tensor *perm, int64_t start, int64_t co
  * Write n named tensors to `path` atomically: the file is written to a
  * temporary file in the same directory, flushed with fsync, and renamed over
  * `path`; after any failure an earlier file at `path` is intact and the
- * temporary file is removed.  Tensors may be views (saved row-major) on any
+ * temporary file is removed.  A symlink at `path` is written through: the
+ * file it resolves to (realpath) is replaced, next to itself, and the link
+ * stays.  An existing file keeps its permission bits (a new one gets 0666
+ * less the umask; the owner is the caller's, and hard links to the old file
+ * keep the old contents, as with any rename-based save).  An existing
+ * target that is not a regular file (device, FIFO, socket, directory) or a
+ * dangling symlink is refused with NB_ERR_IO before anything is written.  Tensors may be views (saved row-major) on any
  * device; they are borrowed.  The header is padded with spaces to a multiple
  * of 8 bytes and the data are laid out by decreasing element size, so every
  * tensor is naturally aligned in the file (as the Python package does).

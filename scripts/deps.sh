@@ -2,7 +2,7 @@
 # deps.sh — install the Debian packages nabla needs, only when missing (run as root on Debian).
 # Usage: scripts/deps.sh [build|test|main|fuzz|golden|bench]...
 set -euo pipefail
-want=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libpng-dev)
+want=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcairo2-dev fonts-dejavu-core)
 for role in "$@"; do
   case "$role" in
     build) ;;

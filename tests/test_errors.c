@@ -452,6 +452,25 @@ static void linear_algebra(void **state) {
     FAILS(NB_ERR_NULL, "linear", nb_linear(NULL, a, NULL));
     FAILS(NB_ERR_NULL, "linear", nb_linear(a, NULL, NULL));
     FAILS(NB_ERR_SHAPE, "linear", nb_linear(a, f32(NB_SHAPE(3)), NULL));
+    /* x [4, 5] against weight [out 2, in 3]: named linear, with the weight as given (not its transpose) */
+    nb_clear_error();
+    assert_null(nb_linear(b, a, NULL));
+    assert_int_equal(nb_last_status(), NB_ERR_SHAPE);
+    assert_string_equal(nb_last_message(),
+                        "linear: x [4, 5] must be [..., in] with in = 3, the weight's [out, in] = [2, 3]");
+    FAILS(NB_ERR_SHAPE, "linear", nb_linear(NBT(nb_scalar(1, NB_F32)), a, NULL));
+}
+
+/* an nb_scope_end without its nb_scope_begin is reported, not silent */
+static void unmatched_scope_end(void **state) {
+    (void)state;
+    nb_scope_end(); /* closes the fixture's scope: fine */
+    assert_int_equal(nb_last_status(), NB_OK);
+    nb_scope_end(); /* nothing left to close */
+    assert_int_equal(nb_last_status(), NB_ERR_STATE);
+    assert_true(strncmp(nb_last_message(), "scope_end:", 10) == 0);
+    nb_clear_error();
+    nb_scope_begin(); /* for the teardown */
 }
 
 /* ---- indexing and joining ---- */
@@ -720,7 +739,7 @@ static void data_and_training(void **state) {
     FAILS_ST(NB_ERR_ARG, "sequential_add", nb_sequential_add(seq, "again", lin));   /* already placed */
     FAILS(NB_ERR_NULL, "module_forward", nb_module_forward(NULL, x));
     FAILS(NB_ERR_NULL, "Sequential", nb_module_forward(seq, NULL));
-    FAILS(NB_ERR_SHAPE, "matmul", nb_module_forward(seq, f32(NB_SHAPE(4, 5)))); /* through nb_linear */
+    FAILS(NB_ERR_SHAPE, "linear", nb_module_forward(seq, f32(NB_SHAPE(4, 5)))); /* through nb_linear */
     assert_int_equal(nb_module_param_count(NULL), -1);
     assert_null(nb_module_param_name(seq, 5));
     FAILS(NB_ERR_INDEX, "module_param", nb_module_param(seq, 2));
@@ -796,6 +815,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(elementwise, nbt_setup, teardown),
         cmocka_unit_test_setup_teardown(reductions_and_scans, nbt_setup, teardown),
         cmocka_unit_test_setup_teardown(linear_algebra, nbt_setup, teardown),
+        cmocka_unit_test_setup_teardown(unmatched_scope_end, nbt_setup, teardown),
         cmocka_unit_test_setup_teardown(indexing_and_joining, nbt_setup, teardown),
         cmocka_unit_test_setup_teardown(autograd, nbt_setup, teardown),
         cmocka_unit_test_setup_teardown(printing_einsum_nn, nbt_setup, teardown),

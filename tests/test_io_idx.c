@@ -240,8 +240,45 @@ static void corrupted_gzip(void **state) {
 
     io_write(io_path(bad, "cut.idx.gz"), gz, n / 2); /* stream cut in the middle */
     io_expect_error(nb_idx_load(bad), NB_ERR_FORMAT, "truncated");
+    io_write(io_path(bad, "no_trailer.idx.gz"), gz, n - 8); /* all the data, no CRC-32 and length */
+    io_expect_error(nb_idx_load(bad), NB_ERR_FORMAT, "ends before its trailer");
+
+    /* bytes after the gzip stream are an error (gzread would ignore them) */
+    copy = realloc(copy, n + 16);
+    memcpy(copy, gz, n);
+    memcpy(copy + n, "garbage-garbage", 16);
+    io_write(io_path(bad, "garbage.idx.gz"), copy, n + 16);
+    io_expect_error(nb_idx_load(bad), NB_ERR_FORMAT, "trailing bytes after the gzip stream");
+    copy[n] = 0; /* zero padding too */
+    io_write(io_path(bad, "padded.idx.gz"), copy, n + 1);
+    io_expect_error(nb_idx_load(bad), NB_ERR_FORMAT, "trailing bytes after the gzip stream");
     free(copy);
     free(gz);
+}
+
+/* gzip members concatenate (RFC 1952, `cat a.gz b.gz`): the header in one member, the data in the next. */
+static void gzip_members(void **state) {
+    (void)state;
+    char path[4096], one[4096];
+    idx_file f;
+    idx_make(&f, 0x08, 2, (uint32_t[]){3, 5}, 15);
+    write_gz(io_path(one, "head.gz"), f.bytes, 12);
+    size_t a, b;
+    unsigned char *head = io_read(one, &a);
+    write_gz(one, f.bytes + 12, f.n - 12);
+    unsigned char *rest = io_read(one, &b), *both = malloc(a + b);
+    memcpy(both, head, a);
+    memcpy(both + a, rest, b);
+    io_write(io_path(path, "members.idx.gz"), both, a + b);
+    nb_clear_error();
+    nb_scope_begin();
+    nb_tensor *t = NBT(nb_idx_load(path));
+    assert_int_equal(nb_numel(t), 15);
+    check_values(t, 0x08, NB_U8);
+    nb_scope_end();
+    free(head);
+    free(rest);
+    free(both);
 }
 
 /* Every header byte of a plain and a gzip'd file replaced by several values:
@@ -442,6 +479,7 @@ int main(void) {
         cmocka_unit_test(header_errors),
         cmocka_unit_test(size_errors),
         cmocka_unit_test(corrupted_gzip),
+        cmocka_unit_test(gzip_members),
         cmocka_unit_test(single_byte_corruptions),
         cmocka_unit_test(io_errors),
         cmocka_unit_test(fashion_mnist_crafted),

@@ -268,6 +268,48 @@ static void atomic_save(void **state) {
     nb_scope_end();
 }
 
+/* What is at the path decides what a save replaces: a FIFO (as a device node) is refused and left as it
+ * is, a symlink is written through and stays a link, an existing file keeps its mode. */
+static void save_target_kinds(void **state) {
+    (void)state;
+    char fifo[4096], real[4096], link[4096], dangling[4096];
+    struct stat st;
+    nb_scope_begin();
+    nb_tensor *a = NBT(nb_arange(0, 6, 1, NB_F32));
+    const char *names[] = {"a"};
+
+    io_path(fifo, "a_fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(nb_safetensors_save(fifo, names, &a, 1), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_message(), "not a regular file"));
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    nb_clear_error();
+
+    io_path(real, "real.safetensors");
+    io_write(real, "old", 3);
+    assert_int_equal(chmod(real, 0640), 0);
+    io_path(link, "link.safetensors");
+    assert_int_equal(symlink("real.safetensors", link), 0); /* relative, as users make them */
+    assert_int_equal(nb_safetensors_save(link, names, &a, 1), NB_OK);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(stat(real, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    nb_safetensors *h = nb_safetensors_open(real);
+    assert_non_null(h);
+    assert_int_equal(nb_safetensors_count(h), 1);
+    nb_safetensors_close(h);
+
+    io_path(dangling, "dangling.safetensors");
+    assert_int_equal(symlink("no-such-target", dangling), 0);
+    assert_int_equal(nb_safetensors_save(dangling, names, &a, 1), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_message(), "missing file"));
+    nb_clear_error();
+    assert_false(temp_files_left());
+    nb_scope_end();
+}
+
 /* ---- hostile files ---- */
 
 #define T(shape_, off_) "{\"dtype\":\"F32\",\"shape\":" shape_ ",\"data_offsets\":" off_ "}"
@@ -460,6 +502,7 @@ int main(void) {
         cmocka_unit_test(round_trip),
         cmocka_unit_test(borrowed_tensors_outlive_the_handle),
         cmocka_unit_test(unaligned_data_is_copied),
+        cmocka_unit_test(save_target_kinds),
         cmocka_unit_test(atomic_save),
         cmocka_unit_test(hostile_headers),
         cmocka_unit_test(hostile_lengths),

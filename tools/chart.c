@@ -1,157 +1,174 @@
 /*
- * chart.c — the training chart: a PNG (libpng) with axes, ticks, one
- * polyline each for loss (divided by its maximum) and train / test
- * accuracy against the epoch, and a legend drawn with a built-in 3x5 font.
+ * chart.c — the training chart, drawn with cairo (fonts found by fontconfig):
+ * loss (divided by its maximum) and train / test accuracy against the epoch,
+ * with a grid, axis titles and a legend above the plot area, clear of the
+ * curves; the PNG is encoded in memory and written with cli_output_write.
  */
 #include "cli.h"
 
-#include <png.h>
-#include <stdint.h>
+#include <cairo.h>
+#include <fontconfig/fontconfig.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { W = 640, H = 400, LEFT = 48, RIGHT = 16, TOP = 16, BOTTOM = 40, SCALE = 2 };
+/* the plot area's frame, and the margins inside it that keep the curves and their markers off it */
+enum { W = 800, H = 480, LEFT = 78, RIGHT = 24, TOP = 56, BOTTOM = 64, XPAD = 20, YPAD = 10 };
 
-typedef struct rgb { uint8_t r, g, b; } rgb;
-typedef struct canvas { uint8_t px[H][W][3]; } canvas;
+#define FONT "DejaVu Sans"
 
-static const rgb BLACK = {0, 0, 0}, GREY = {200, 200, 200}, RED = {214, 39, 40}, BLUE = {31, 119, 180},
-                 GREEN = {44, 160, 44};
+typedef struct rgb { double r, g, b; } rgb;
+static const rgb INK = {0.15, 0.15, 0.15}, GRID = {0.88, 0.88, 0.88}, RED = {0.839, 0.153, 0.157},
+                 BLUE = {0.122, 0.467, 0.706}, GREEN = {0.173, 0.627, 0.173};
 
-static void dot(canvas *c, int x, int y, rgb col) {
-    if (x < 0 || x >= W || y < 0 || y >= H) return;
-    c->px[y][x][0] = col.r;
-    c->px[y][x][1] = col.g;
-    c->px[y][x][2] = col.b;
+typedef struct plot {
+    cairo_t *cr;
+    int n;
+} plot;
+
+static double px_x(const plot *p, int i) {
+    return p->n < 2 ? (LEFT + W - RIGHT) / 2.0 : LEFT + XPAD + (double)i * (W - LEFT - RIGHT - 2 * XPAD) / (p->n - 1);
+}
+static double px_y(double v) { return TOP + YPAD + (1 - v) * (H - TOP - BOTTOM - 2 * YPAD); }
+
+static void color(cairo_t *cr, rgb c) { cairo_set_source_rgb(cr, c.r, c.g, c.b); }
+
+/* Text anchored at (x, y): ax, ay in {0, 0.5, 1} pick the left/centre/right and top/middle/baseline. */
+static void label(cairo_t *cr, double x, double y, double ax, double ay, const char *s) {
+    cairo_text_extents_t e;
+    cairo_text_extents(cr, s, &e);
+    cairo_move_to(cr, x - ax * e.x_advance, y + (ay == 1 ? 0 : ay == 0.5 ? -e.y_bearing / 2 : -e.y_bearing));
+    cairo_show_text(cr, s);
 }
 
-/* Bresenham line, two pixels thick. */
-static void line(canvas *c, int x0, int y0, int x1, int y1, rgb col) {
-    int dx = abs(x1 - x0), dy = -abs(y1 - y0), sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1, err = dx + dy;
-    for (;;) {
-        dot(c, x0, y0, col);
-        dot(c, x0 + 1, y0, col);
-        dot(c, x0, y0 + 1, col);
-        if (x0 == x1 && y0 == y1) break;
-        int e2 = 2 * err;
-        if (e2 >= dy) {
-            err += dy;
-            x0 += sx;
-        }
-        if (e2 <= dx) {
-            err += dx;
-            y0 += sy;
-        }
+static void axes(const plot *p) {
+    cairo_t *cr = p->cr;
+    cairo_set_font_size(cr, 13);
+    cairo_set_line_width(cr, 1);
+    for (int k = 0; k <= 5; k++) { /* y: 0.0 … 1.0 */
+        double y = px_y(k / 5.0), yy = (int)y + 0.5;
+        char num[8];
+        snprintf(num, sizeof num, "%.1f", k / 5.0);
+        color(cr, GRID);
+        cairo_move_to(cr, LEFT, yy);
+        cairo_line_to(cr, W - RIGHT, yy);
+        cairo_stroke(cr);
+        color(cr, INK);
+        label(cr, LEFT - 8, y, 1, 0.5, num);
     }
-}
-
-/* 3x5 glyphs, rows top to bottom, 3 bits per row (MSB left). */
-static unsigned glyph(char ch) {
-    static const char keys[] = "0123456789.acehilnoprst";
-    static const unsigned rows[][5] = {
-        {7, 5, 5, 5, 7}, {2, 6, 2, 2, 7}, {7, 1, 7, 4, 7}, {7, 1, 7, 1, 7}, {5, 5, 7, 1, 1}, {7, 4, 7, 1, 7},
-        {7, 4, 7, 5, 7}, {7, 1, 1, 1, 1}, {7, 5, 7, 5, 7}, {7, 5, 7, 1, 7}, {0, 0, 0, 0, 2}, {0, 3, 5, 5, 3},
-        {0, 3, 4, 4, 3}, {2, 5, 7, 4, 3}, {4, 4, 7, 5, 5}, {2, 0, 2, 2, 2}, {2, 2, 2, 2, 3}, {0, 6, 5, 5, 5},
-        {0, 2, 5, 5, 2}, {0, 6, 5, 6, 4}, {0, 5, 6, 4, 4}, {0, 3, 6, 1, 6}, {2, 7, 2, 2, 3},
-    };
-    const char *k = ch ? strchr(keys, ch) : NULL;
-    if (!k) return 0;
-    const unsigned *r = rows[k - keys];
-    return r[0] << 12 | r[1] << 9 | r[2] << 6 | r[3] << 3 | r[4];
-}
-
-static void text(canvas *c, int x, int y, const char *s, rgb col) {
-    for (; *s; s++, x += 4 * SCALE) {
-        unsigned g = glyph(*s);
-        for (int r = 0; r < 5; r++)
-            for (int b = 0; b < 3; b++)
-                if (g >> ((4 - r) * 3 + (2 - b)) & 1)
-                    for (int u = 0; u < SCALE; u++)
-                        for (int v = 0; v < SCALE; v++) dot(c, x + b * SCALE + u, y + r * SCALE + v, col);
-    }
-}
-
-static int px_x(int i, int n) { return n < 2 ? (LEFT + W - RIGHT) / 2 : LEFT + i * (W - LEFT - RIGHT) / (n - 1); }
-static int px_y(double v) { return TOP + (int)((1 - v) * (H - TOP - BOTTOM) + 0.5); }
-
-static void series(canvas *c, int n, const double *v, double scale, rgb col) {
-    for (int i = 0; i < n; i++) {
-        int x = px_x(i, n), y = px_y(v[i] / scale);
-        line(c, x - 2, y, x + 2, y, col); /* marker */
-        if (i) line(c, px_x(i - 1, n), px_y(v[i - 1] / scale), x, y, col);
-    }
-}
-
-static void axes(canvas *c, int n) {
-    line(c, LEFT, TOP, LEFT, H - BOTTOM, BLACK);
-    line(c, LEFT, H - BOTTOM, W - RIGHT, H - BOTTOM, BLACK);
-    const char *labels[] = {"0", ".25", ".5", ".75", "1"};
-    for (int k = 0; k <= 4; k++) {
-        int y = px_y(k / 4.0);
-        for (int x = LEFT + 2; x < W - RIGHT; x += 4) dot(c, x, y, GREY);
-        line(c, LEFT - 5, y, LEFT, y, BLACK);
-        text(c, LEFT - 8 - 8 * (int)strlen(labels[k]), y - 5, labels[k], BLACK);
-    }
-    for (int i = 0; i < n; i++) {
+    int step = 1;
+    while (p->n / step > 10) step = step == 1 ? 2 : step == 2 ? 5 : step * 2;
+    for (int i = 0; i < p->n; i++) { /* x: epochs */
+        if ((i + 1) % step && !(step == 1 || i == 0)) continue;
+        double x = (int)px_x(p, i) + 0.5;
         char num[16];
         snprintf(num, sizeof num, "%d", i + 1);
-        int x = px_x(i, n);
-        line(c, x, H - BOTTOM, x, H - BOTTOM + 5, BLACK);
-        if (n <= 20 || (i + 1) % 5 == 0) text(c, x - 4 * (int)strlen(num), H - BOTTOM + 9, num, BLACK);
+        color(cr, GRID);
+        cairo_move_to(cr, x, TOP);
+        cairo_line_to(cr, x, H - BOTTOM);
+        cairo_stroke(cr);
+        color(cr, INK);
+        label(cr, x, H - BOTTOM + 8, 0.5, 0, num);
     }
-    text(c, (W - 40) / 2, H - 14, "epoch", BLACK);
+    color(cr, INK);
+    cairo_rectangle(cr, LEFT + 0.5, TOP + 0.5, W - LEFT - RIGHT - 1, H - TOP - BOTTOM - 1);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 14);
+    label(cr, (LEFT + W - RIGHT) / 2.0, H - 14, 0.5, 1, "epoch");
+    cairo_save(cr);
+    cairo_translate(cr, 22, (TOP + H - BOTTOM) / 2.0);
+    cairo_rotate(cr, -1.5707963267948966);
+    label(cr, 0, 0, 0.5, 0.5, "accuracy, loss / max loss");
+    cairo_restore(cr);
 }
 
-static void legend(canvas *c) {
-    const char *names[] = {"loss", "train acc", "test acc"};
+static void series(const plot *p, const double *v, double scale, rgb col) {
+    cairo_t *cr = p->cr;
+    color(cr, col);
+    cairo_set_line_width(cr, 2.5);
+    cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+    for (int i = 0; i < p->n; i++) {
+        double y = px_y(v[i] / scale);
+        if (i) cairo_line_to(cr, px_x(p, i), y);
+        else cairo_move_to(cr, px_x(p, i), y);
+    }
+    cairo_stroke(cr);
+    for (int i = 0; i < p->n && p->n <= 50; i++) { /* markers while they stay apart */
+        cairo_arc(cr, px_x(p, i), px_y(v[i] / scale), 4, 0, 6.283185307179586);
+        cairo_fill(cr);
+    }
+}
+
+/* One row above the plot area: a line sample and a name per series. */
+static void legend(cairo_t *cr) {
+    static const char *const names[] = {"loss / max loss", "train accuracy", "test accuracy"};
     const rgb cols[] = {RED, BLUE, GREEN};
+    cairo_set_font_size(cr, 14);
+    double widths[3], total = 0;
     for (int k = 0; k < 3; k++) {
-        int y = TOP + 10 + 16 * k, x = W - RIGHT - 110;
-        line(c, x, y + 4, x + 16, y + 4, cols[k]);
-        text(c, x + 24, y, names[k], BLACK);
+        cairo_text_extents_t e;
+        cairo_text_extents(cr, names[k], &e);
+        widths[k] = 28 + 6 + e.x_advance;
+        total += widths[k] + (k ? 28 : 0);
+    }
+    double x = (LEFT + W - RIGHT - total) / 2, y = TOP / 2.0;
+    for (int k = 0; k < 3; k++) {
+        color(cr, cols[k]);
+        cairo_set_line_width(cr, 2.5);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, x + 28, y);
+        cairo_stroke(cr);
+        color(cr, INK);
+        label(cr, x + 34, y, 0, 0.5, names[k]);
+        x += widths[k] + 28;
     }
 }
 
-static int write_png(const char *path, canvas *c, char *err, size_t errlen) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        snprintf(err, errlen, "cannot create %s", path);
-        return -1;
+typedef struct buffer {
+    unsigned char *data;
+    size_t n, cap;
+} buffer;
+
+static cairo_status_t append(void *closure, const unsigned char *data, unsigned int len) {
+    buffer *b = closure;
+    if (b->n + len > b->cap) {
+        size_t cap = (b->n + len) * 2;
+        unsigned char *d = realloc(b->data, cap);
+        if (!d) return CAIRO_STATUS_NO_MEMORY;
+        b->data = d;
+        b->cap = cap;
     }
-    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, NULL, NULL);
-    png_infop info = png ? png_create_info_struct(png) : NULL;
-    volatile int rc = -1; /* survives a longjmp from libpng */
-    if (info && !setjmp(png_jmpbuf(png))) {
-        png_init_io(png, f);
-        png_set_IHDR(png, info, W, H, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-                     PNG_FILTER_TYPE_DEFAULT);
-        png_write_info(png, info);
-        for (int y = 0; y < H; y++) png_write_row(png, c->px[y][0]);
-        png_write_end(png, NULL);
-        rc = 0;
-    }
-    png_destroy_write_struct(&png, info ? &info : NULL);
-    if (fclose(f) != 0) rc = -1;
-    if (rc) snprintf(err, errlen, "cannot write the PNG %s", path);
-    return rc;
+    memcpy(b->data + b->n, data, len);
+    b->n += len;
+    return CAIRO_STATUS_SUCCESS;
 }
 
-int cli_chart_png(const char *path, int n, const double *loss, const double *train_acc, const double *test_acc,
-                  char *err, size_t errlen) {
-    canvas *c = malloc(sizeof *c);
-    if (!c) {
-        snprintf(err, errlen, "out of memory drawing %s", path);
-        return -1;
-    }
-    memset(c, 255, sizeof *c);
+int cli_chart_png(const char *cmd, const char *path, int n, const double *loss, const double *train_acc,
+                  const double *test_acc) {
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
+    cairo_t *cr = cairo_create(s);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    cairo_select_font_face(cr, FONT, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     double lmax = 0;
     for (int i = 0; i < n; i++) lmax = loss[i] > lmax ? loss[i] : lmax;
-    axes(c, n);
-    series(c, n, loss, lmax > 0 ? lmax : 1, RED);
-    series(c, n, train_acc, 1, BLUE);
-    series(c, n, test_acc, 1, GREEN);
-    legend(c);
-    int rc = write_png(path, c, err, errlen);
-    free(c);
+    plot p = {cr, n};
+    axes(&p);
+    series(&p, loss, lmax > 0 ? lmax : 1, RED);
+    series(&p, train_acc, 1, BLUE);
+    series(&p, test_acc, 1, GREEN);
+    legend(cr);
+    buffer b = {0};
+    cairo_status_t st = cairo_status(cr);
+    if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_write_to_png_stream(s, append, &b);
+    cairo_destroy(cr);
+    cairo_surface_destroy(s);
+    /* the chart is drawn once per run: give back cairo's and fontconfig's font caches (else leak checkers
+     * report them at exit) */
+    cairo_debug_reset_static_data();
+    FcFini();
+    int rc = st == CAIRO_STATUS_SUCCESS ? cli_output_write(cmd, "chart", path, b.data, b.n)
+                                        : cli_error(cmd, CLI_FAIL, "drawing the chart %s: %s", path,
+                                                    cairo_status_to_string(st));
+    free(b.data);
     return rc;
 }

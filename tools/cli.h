@@ -34,35 +34,77 @@ typedef struct cli_opt {
  */
 int cli_parse(const char *cmd, const char *usage, int argc, char **argv, const cli_opt *opts, int nopts, bool *help);
 
+/* ---- data (data.c) ---- */
+
+/** The geometry a model is built for: images H x W (one channel), labels in [0, classes). */
+typedef struct cli_geom {
+    int64_t height, width, classes;
+} cli_geom;
+
+/** One split of an IDX data set. */
+typedef struct cli_split {
+    nb_tensor *images;                 /* f32 [N, H*W], pixel / 255 in [0, 1] (owned) */
+    nb_tensor *labels;                 /* i64 [N] (owned) */
+    int64_t n, height, width, classes; /* classes: the largest label + 1 */
+} cli_split;
+
+/** True when dir/name.gz or else dir/name is readable; the path goes to path. */
+bool cli_data_file(const char *dir, const char *name, char *path, size_t len);
+/**
+ * The training (`train-images-idx3-ubyte[.gz]`, `train-labels-idx1-ubyte[.gz]`) or test split (`t10k-…`)
+ * from dir (NULL: the Debian Fashion-MNIST location): u8 images [N, H, W] of any size, u8 labels [N].
+ * CLI_OK, or CLI_FAIL after one error line (s then holds nothing).
+ */
+int cli_load_split(const char *cmd, const char *dir, bool train, cli_split *s);
+/** Release s's tensors. */
+void cli_split_free(cli_split *s);
+/**
+ * Image rows [b, H*W] (pixels in [0, 1]) as the model's input: standardized with the Fashion-MNIST
+ * pixel mean and std (a fixed transform), then [b, H*W] for "mlp" or [b, 1, H, W] for "cnn".
+ */
+nb_tensor *cli_model_input(const char *model, const cli_geom *g, nb_tensor *rows);
+/**
+ * Accuracy of m on split s in batches, no recording; when confusion is not NULL, adds counts to
+ * confusion[true * g->classes + predicted].  Returns the number of correct predictions, or -1 (error set).
+ */
+int64_t cli_evaluate(nb_module *m, const char *model, const cli_geom *g, const cli_split *s, int64_t *confusion);
+
 /* ---- models (models.c) ---- */
 
-/** "mlp" (784-256-128-10, ReLU) or "cnn" (two conv3x3+ReLU+maxpool2 blocks, then 3136-128-10); NULL if unknown. */
-nb_module *cli_model_new(const char *name);
+/**
+ * "mlp" (H*W-256-128-classes, ReLU) or "cnn" (two conv3x3+ReLU+maxpool2 blocks, then
+ * 64*(H/4)*(W/4)-128-classes); NULL if unknown or on a library error.
+ */
+nb_module *cli_model_new(const char *name, const cli_geom *g);
 /** True when `name` is a model cli_model_new knows. */
 bool cli_model_known(const char *name);
+/** CLI_OK when model `name` can be built for g, else CLI_FAIL after one error line saying why. */
+int cli_model_fits(const char *cmd, const char *name, const cli_geom *g);
 /** The model a checkpoint holds, told from its tensor names; NULL (error printed) when it cannot be told. */
 const char *cli_model_of_checkpoint(const char *cmd, nb_safetensors *h, const char *path);
+/** The class count of a checkpoint of `model` (its last layer's outputs); -1 (error printed) when absent. */
+int64_t cli_checkpoint_classes(const char *cmd, nb_safetensors *h, const char *model, const char *path);
 /** Copy every parameter of m from checkpoint h (strict: names, shapes); CLI_OK or CLI_FAIL after one error line. */
 int cli_load_params(const char *cmd, nb_module *m, const char *model, nb_safetensors *h, const char *path);
 /** Save m's parameters to path (atomically, via the io layer); CLI_OK or CLI_FAIL after one error line. */
 int cli_save_params(const char *cmd, nb_module *m, const char *path);
 
-/* ---- data ---- */
-
-/** Fashion-MNIST split from dir (NULL: the Debian location); CLI_OK or CLI_FAIL after one error line. */
-int cli_load_split(const char *cmd, const char *dir, bool train, nb_tensor **images, nb_tensor **labels);
-/**
- * Image rows [b, 784] (pixels in [0, 1]) as the model's input: standardized with the training set's
- * pixel mean and std, then [b, 784] for "mlp" or [b, 1, 28, 28] for "cnn".
- */
-nb_tensor *cli_model_input(const char *model, nb_tensor *rows);
+/* ---- output files (output.c) ---- */
 
 /**
- * Accuracy of m on (images, labels) in batches, no recording; when confusion
- * is not NULL, adds counts to confusion[true * 10 + predicted].  Returns the
- * number of correct predictions, or -1 (error set) on failure.
+ * Check before a run that `path` can be written as the `what` ("checkpoint", "metrics file"): an
+ * existing target must be a regular file (a symlink is followed; devices, FIFOs and directories are
+ * refused) and the directory of the file it resolves to must be writable.  CLI_OK or CLI_FAIL after
+ * one error line.
  */
-int64_t cli_evaluate(nb_module *m, const char *model, nb_tensor *images, nb_tensor *labels, int64_t *confusion);
+int cli_output_check(const char *cmd, const char *what, const char *path);
+/**
+ * Replace the file at path with data[0, n) atomically: written to a temporary file next to the
+ * file a symlink at path resolves to, flushed, given the existing file's mode (new files: 0666 less
+ * the umask) and renamed over it; a failure leaves an existing file intact.  Non-regular targets are
+ * refused as by cli_output_check.  CLI_OK or CLI_FAIL after one error line.
+ */
+int cli_output_write(const char *cmd, const char *what, const char *path, const void *data, size_t n);
 
 /* ---- output ---- */
 
@@ -85,11 +127,11 @@ void cli_progress_step(cli_progress *p, int epoch, int64_t step, double loss, in
 void cli_progress_end(cli_progress *p);
 
 /**
- * Write a PNG line chart of per-epoch loss (scaled to its maximum) and
- * train / test accuracy to path.  Returns 0, or -1 with a message in err.
+ * Draw a PNG line chart (cairo) of per-epoch loss (scaled to its maximum) and train / test accuracy
+ * and write it to path with cli_output_write.  CLI_OK or CLI_FAIL after one error line.
  */
-int cli_chart_png(const char *path, int n, const double *loss, const double *train_acc, const double *test_acc,
-                  char *err, size_t errlen);
+int cli_chart_png(const char *cmd, const char *path, int n, const double *loss, const double *train_acc,
+                  const double *test_acc);
 
 /* ---- commands ---- */
 

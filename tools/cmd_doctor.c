@@ -1,4 +1,4 @@
-/* cmd_doctor.c — `nabla doctor`: version, CPU, SIMD level, threads, backends, and whether Fashion-MNIST is installed. */
+/* cmd_doctor.c — `nabla doctor`: version, CPU, SIMD level, threads, backends, and whether the data set is there. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -23,22 +23,15 @@ static void cpu_model(char *buf, size_t len) {
     if (f) fclose(f);
 }
 
-/* True when dir holds name[.gz] readable. */
-static bool data_file(const char *dir, const char *name) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s.gz", dir, name);
-    if (access(path, R_OK) == 0) return true;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return access(path, R_OK) == 0;
-}
-
 static void dataset(const char *dir) {
     static const char *const files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
                                         "t10k-labels-idx1-ubyte"};
     const char *missing = NULL;
+    char path[4096];
     for (int i = 0; i < 4 && !missing; i++)
-        if (!data_file(dir, files[i])) missing = files[i];
-    if (!missing) printf("dataset:   Fashion-MNIST in %s\n", dir);
+        if (!cli_data_file(dir, files[i], path, sizeof path)) missing = files[i];
+    if (!missing && !strcmp(dir, NB_FASHION_MNIST_DIR)) printf("dataset:   Fashion-MNIST in %s\n", dir);
+    else if (!missing) printf("dataset:   IDX files (train-/t10k- images and labels) in %s\n", dir);
     else
         printf("dataset:   missing (%s not in %s): install the Debian package dataset-fashion-mnist "
                "(apt install dataset-fashion-mnist) or pass --data DIR\n",
@@ -59,7 +52,7 @@ static void backends(void) {
 
 int cmd_doctor(int argc, char **argv) {
     const char *data = NB_FASHION_MNIST_DIR;
-    const cli_opt opts[] = {{"--data", OPT_STRING, &data, "Fashion-MNIST directory to check (" NB_FASHION_MNIST_DIR ")", 0, 0}};
+    const cli_opt opts[] = {{"--data", OPT_STRING, &data, "data set directory to check (" NB_FASHION_MNIST_DIR ")", 0, 0}};
     bool help;
     int rc = cli_parse(CMD, "usage: nabla doctor [--data DIR]\n", argc, argv, opts, 1, &help);
     if (rc != CLI_OK || help) return rc;

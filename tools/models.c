@@ -1,7 +1,8 @@
 /*
- * models.c — the two Fashion-MNIST models of `nabla train` and their
- * checkpoints: building them, telling which one a safetensors file holds,
- * and loading / saving parameters by torch-style names.
+ * models.c — the two models of `nabla train`, sized for the data set's
+ * images and classes, and their checkpoints: building them, telling which
+ * one a safetensors file holds, and loading / saving parameters by
+ * torch-style names.
  */
 #include "cli.h"
 
@@ -13,30 +14,40 @@ static bool add(nb_module *seq, const char *name, nb_module *child) {
     return child && nb_sequential_add(seq, name, child) == NB_OK;
 }
 
-/* 784-256-128-10 with ReLU. */
-static bool build_mlp(nb_module *s) {
-    return add(s, "fc1", nb_nn_linear(784, 256, true)) && add(s, NULL, nb_nn_relu()) &&
+/* H*W-256-128-classes with ReLU (784-256-128-10 for Fashion-MNIST). */
+static bool build_mlp(nb_module *s, const cli_geom *g) {
+    return add(s, "fc1", nb_nn_linear(g->height * g->width, 256, true)) && add(s, NULL, nb_nn_relu()) &&
            add(s, "fc2", nb_nn_linear(256, 128, true)) && add(s, NULL, nb_nn_relu()) &&
-           add(s, "fc3", nb_nn_linear(128, 10, true));
+           add(s, "fc3", nb_nn_linear(128, g->classes, true));
 }
 
-/* [1, 28, 28] → conv3x3(32)+ReLU+pool2 → conv3x3(64)+ReLU+pool2 → [64·7·7] → 128 → 10. */
-static bool build_cnn(nb_module *s) {
+/* [1, H, W] → conv3x3(32)+ReLU+pool2 → conv3x3(64)+ReLU+pool2 → [64·(H/4)·(W/4)] → 128 → classes.
+ * The padded convolutions keep H x W; each 2x2 pool floors it to half, so two give floor(H/4). */
+static bool build_cnn(nb_module *s, const cli_geom *g) {
     nb_conv2d_opts same = {{1, 1}, {1, 1}, {1, 1}, 1};
     return add(s, "conv1", nb_nn_conv2d(1, 32, 3, 3, same, true)) && add(s, NULL, nb_nn_relu()) &&
            add(s, NULL, nb_nn_max_pool2d(NB_POOL2D(2, 2))) &&
            add(s, "conv2", nb_nn_conv2d(32, 64, 3, 3, same, true)) && add(s, NULL, nb_nn_relu()) &&
            add(s, NULL, nb_nn_max_pool2d(NB_POOL2D(2, 2))) && add(s, NULL, nb_nn_flatten(1, -1)) &&
-           add(s, "fc1", nb_nn_linear(64 * 7 * 7, 128, true)) && add(s, NULL, nb_nn_relu()) &&
-           add(s, "fc2", nb_nn_linear(128, 10, true));
+           add(s, "fc1", nb_nn_linear(64 * (g->height / 4) * (g->width / 4), 128, true)) &&
+           add(s, NULL, nb_nn_relu()) && add(s, "fc2", nb_nn_linear(128, g->classes, true));
 }
 
 bool cli_model_known(const char *name) { return !strcmp(name, "mlp") || !strcmp(name, "cnn"); }
 
-nb_module *cli_model_new(const char *name) {
+int cli_model_fits(const char *cmd, const char *name, const cli_geom *g) {
+    if (!strcmp(name, "cnn") && (g->height < 4 || g->width < 4))
+        return cli_error(cmd, CLI_FAIL,
+                         "the cnn needs images of at least 4x4 (two 2x2 poolings), the data set's are %lldx%lld; "
+                         "use --model mlp",
+                         (long long)g->height, (long long)g->width);
+    return CLI_OK;
+}
+
+nb_module *cli_model_new(const char *name, const cli_geom *g) {
     if (!cli_model_known(name)) return NULL;
     nb_module *s = nb_nn_sequential();
-    if (s && !(strcmp(name, "mlp") ? build_cnn(s) : build_mlp(s))) {
+    if (s && !(strcmp(name, "mlp") ? build_cnn(s, g) : build_mlp(s, g))) {
         nb_module_free(s);
         s = NULL;
     }
@@ -56,6 +67,18 @@ const char *cli_model_of_checkpoint(const char *cmd, nb_safetensors *h, const ch
     if (has_tensor(h, "fc1.weight")) return "mlp";
     cli_error(cmd, CLI_FAIL, "checkpoint %s holds no known model (no 'conv1.weight' for cnn or 'fc1.weight' for mlp)", path);
     return NULL;
+}
+
+int64_t cli_checkpoint_classes(const char *cmd, nb_safetensors *h, const char *model, const char *path) {
+    const char *last = strcmp(model, "cnn") ? "fc3.weight" : "fc2.weight";
+    nb_scope_begin();
+    nb_tensor *w = has_tensor(h, last) ? nb_safetensors_get(h, last) : NULL;
+    int64_t classes = w && nb_ndim(w) == 2 ? nb_shape(w)[0] : -1;
+    nb_scope_end();
+    nb_clear_error();
+    if (classes < 1)
+        cli_error(cmd, CLI_FAIL, "checkpoint %s: no 2-D tensor '%s' (the %s model's output layer)", path, last, model);
+    return classes;
 }
 
 static void shape_str(const nb_tensor *t, char *buf, size_t len) {

@@ -144,7 +144,10 @@ void nb_scope_begin(void) {
 }
 
 void nb_scope_end(void) {
-    if (tl_depth == 0) return;
+    if (tl_depth == 0) {
+        nb__error(NB_ERR_STATE, "scope_end: no open scope (nb_scope_end without a matching nb_scope_begin)");
+        return;
+    }
     scope *s = &tl_scopes[--tl_depth];
     for (size_t i = s->n; i-- > 0;) nb_release(s->items[i]);
     s->n = 0;

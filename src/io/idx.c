@@ -1,12 +1,13 @@
 /*
  * idx.c — IDX files (the MNIST family's format), gzip-compressed or plain,
- * read through zlib; and the Fashion-MNIST loader built on them.
+ * decoded with zlib's inflate; and the Fashion-MNIST loader built on them.
  */
 #include "../core/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +16,7 @@
 /* deflate expands data by at most this factor (zlib's "technical details"),
  * so a gzip file of S bytes decompresses to at most S * ratio bytes */
 #define NB_DEFLATE_MAX_RATIO 1032
-/* one gzread call reads at most this much (its length argument is unsigned, its result int) */
+/* one inflate call writes at most this much (its avail_out is an unsigned int) */
 #define NB_GZ_CHUNK (1u << 30)
 
 static const char *OP = "idx_load";
@@ -34,25 +35,111 @@ static bool idx_dtype(uint8_t code, nb_dtype *dt, bool *supported) {
     }
 }
 
-/* Read up to n bytes; returns the count read, or -1 after setting an error. */
-static int64_t gz_read_all(gzFile f, const char *path, void *buf, int64_t n) {
-    int64_t got = 0;
-    while (got < n) {
-        unsigned want = (uint64_t)(n - got) < NB_GZ_CHUNK ? (unsigned)(n - got) : NB_GZ_CHUNK;
-        int r = gzread(f, (char *)buf + got, want);
-        if (r < 0) {
-            int zerr;
-            const char *msg = gzerror(f, &zerr);
-            if (zerr == Z_ERRNO)
-                nb__error(NB_ERR_IO, "%s: reading '%s': %s", OP, path, strerror(errno));
-            else
-                nb__error(NB_ERR_FORMAT, "%s: '%s': corrupted gzip stream (zlib: %s)", OP, path, msg);
-            return -1;
+/*
+ * A byte source over an open IDX file: its plain bytes, or its gzip members
+ * (RFC 1952; several members concatenate) decoded with zlib's inflate.
+ * gzread is not used because it silently ignores whatever follows the last
+ * member; here any byte there is an error.
+ */
+typedef struct idx_src {
+    int fd;
+    bool gzip;        /* the file starts with the gzip magic 1f 8b */
+    bool eof;         /* read() returned 0 */
+    bool member_done; /* between members: the last one's trailer (CRC-32, length) checked */
+    bool cut;         /* the gzip data ended inside a member */
+    z_stream z;       /* next_in / avail_in: unread input, also in plain mode */
+    unsigned char in[1 << 16];
+} idx_src;
+
+static bool src_fill(idx_src *s, const char *path) {
+    ssize_t r;
+    do r = read(s->fd, s->in, sizeof s->in);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) {
+        nb__error(NB_ERR_IO, "%s: reading '%s': %s", OP, path, strerror(errno));
+        return false;
+    }
+    s->eof = r == 0;
+    s->z.next_in = s->in;
+    s->z.avail_in = (uInt)r;
+    return true;
+}
+
+/* One inflate call into buf; adds the bytes produced to *got.  False after setting an error. */
+static bool src_inflate(idx_src *s, const char *path, void *buf, int64_t n, int64_t *got) {
+    if (s->member_done) { /* another member, or the end of the file */
+        if (s->z.next_in[0] != 0x1f) {
+            nb__error(NB_ERR_FORMAT, "%s: '%s': trailing bytes after the gzip stream", OP, path);
+            return false;
         }
-        if (r == 0) break;
-        got += r;
+        inflateReset(&s->z);
+        s->member_done = false;
+    }
+    uInt room = (uint64_t)n < NB_GZ_CHUNK ? (uInt)n : NB_GZ_CHUNK;
+    s->z.next_out = buf;
+    s->z.avail_out = room;
+    int zr = inflate(&s->z, Z_NO_FLUSH);
+    *got += room - s->z.avail_out;
+    if (zr == Z_STREAM_END) s->member_done = true;
+    else if (zr == Z_MEM_ERROR) nb__error(NB_ERR_OOM, "%s: '%s': out of memory in zlib", OP, path);
+    else if (zr != Z_OK && zr != Z_BUF_ERROR)
+        nb__error(NB_ERR_FORMAT, "%s: '%s': corrupted gzip stream (zlib: %s)", OP, path,
+                  s->z.msg ? s->z.msg : "bad data");
+    else if (s->eof && s->z.avail_in == 0 && s->z.avail_out == room) s->cut = true; /* no input left */
+    return zr == Z_OK || zr == Z_BUF_ERROR || zr == Z_STREAM_END;
+}
+
+/* Read up to n bytes; returns the count read (short at the end of the data), or -1 after setting an error. */
+static int64_t src_read(idx_src *s, const char *path, void *buf, int64_t n) {
+    int64_t got = 0;
+    while (got < n && !s->cut) {
+        if (s->z.avail_in == 0 && !s->eof && !src_fill(s, path)) return -1;
+        if (s->z.avail_in == 0 && (!s->gzip || s->member_done)) break; /* the end of the file */
+        if (s->gzip) {
+            if (!src_inflate(s, path, (char *)buf + got, n - got, &got)) return -1;
+            continue;
+        }
+        size_t k = (uint64_t)(n - got) < s->z.avail_in ? (size_t)(n - got) : s->z.avail_in;
+        memcpy((char *)buf + got, s->z.next_in, k);
+        s->z.next_in += k;
+        s->z.avail_in -= (uInt)k;
+        got += (int64_t)k;
     }
     return got;
+}
+
+/* A source on fd (which it owns from here on), told plain or gzip by its first bytes; NULL after an error. */
+static idx_src *src_open(int fd, const char *path) {
+    idx_src *s = calloc(1, sizeof *s);
+    if (!s) {
+        nb__error(NB_ERR_OOM, "%s: '%s': out of memory for the read buffer", OP, path);
+        close(fd);
+        return NULL;
+    }
+    s->fd = fd;
+    if (!src_fill(s, path)) {
+        close(fd);
+        free(s);
+        return NULL;
+    }
+    s->gzip = s->z.avail_in >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b;
+    unsigned char *next = s->z.next_in;
+    uInt avail = s->z.avail_in;
+    if (s->gzip && inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip wrapper only */
+        nb__error(NB_ERR_OOM, "%s: '%s': out of memory for the zlib stream", OP, path);
+        close(fd);
+        free(s);
+        return NULL;
+    }
+    s->z.next_in = next;
+    s->z.avail_in = avail;
+    return s;
+}
+
+static void src_close(idx_src *s) {
+    if (s->gzip) inflateEnd(&s->z);
+    close(s->fd);
+    free(s);
 }
 
 typedef struct idx_header {
@@ -62,9 +149,9 @@ typedef struct idx_header {
     int64_t nbytes; /* of the data that follow the header */
 } idx_header;
 
-static bool read_header(gzFile f, const char *path, idx_header *h) {
+static bool read_header(idx_src *f, const char *path, idx_header *h) {
     uint8_t magic[4];
-    int64_t got = gz_read_all(f, path, magic, 4);
+    int64_t got = src_read(f, path, magic, 4);
     if (got < 0) return false;
     if (got < 4) {
         nb__error(NB_ERR_FORMAT, "%s: '%s': file ends after %lld bytes, inside the 4-byte magic", OP, path,
@@ -90,7 +177,7 @@ static bool read_header(gzFile f, const char *path, idx_header *h) {
     }
     uint8_t dims[4 * NB_MAX_DIMS];
     int64_t want = 4 * h->ndim;
-    got = gz_read_all(f, path, dims, want);
+    got = src_read(f, path, dims, want);
     if (got < 0) return false;
     if (got < want) {
         nb__error(NB_ERR_FORMAT, "%s: '%s': header truncated: %lld of %lld size bytes", OP, path,
@@ -119,9 +206,9 @@ static bool read_header(gzFile f, const char *path, idx_header *h) {
 }
 
 /* Reject declared sizes the file cannot hold before allocating for them. */
-static bool check_size(gzFile f, const char *path, const idx_header *h, int64_t file_size) {
+static bool check_size(idx_src *f, const char *path, const idx_header *h, int64_t file_size) {
     int64_t header = 4 + 4 * (int64_t)h->ndim;
-    if (gzdirect(f)) {
+    if (!f->gzip) {
         if (file_size - header != h->nbytes) {
             nb__error(NB_ERR_FORMAT, "%s: '%s': sizes %s of %s need %lld data bytes, the file has %lld", OP, path,
                       NB_DIMS_STR(h->shape, h->ndim), nb_dtype_name(h->dtype), (long long)h->nbytes,
@@ -162,28 +249,22 @@ static void from_big_endian(void *data, int64_t n, size_t es) {
 #endif
 }
 
-/* Data after the header: exactly h->nbytes, then the end of the stream. */
-static bool read_data(gzFile f, const char *path, const idx_header *h, nb_tensor *t) {
-    int64_t got = gz_read_all(f, path, nb__ptr(t), h->nbytes);
+/* Data after the header: exactly h->nbytes, then the end of the file (after the gzip trailer). */
+static bool read_data(idx_src *f, const char *path, const idx_header *h, nb_tensor *t) {
+    int64_t got = src_read(f, path, nb__ptr(t), h->nbytes);
     if (got < 0) return false;
     if (got < h->nbytes) {
-        int zerr;
-        const char *msg = gzerror(f, &zerr);
-        char why[160] = "";
-        if (zerr != Z_OK) snprintf(why, sizeof why, " (zlib: %s)", msg);
         nb__error(NB_ERR_FORMAT, "%s: '%s': truncated: sizes %s of %s need %lld data bytes, got %lld%s", OP,
                   path, NB_DIMS_STR(h->shape, h->ndim), nb_dtype_name(h->dtype), (long long)h->nbytes,
-                  (long long)got, why);
+                  (long long)got, f->cut ? " (the gzip stream ends early)" : "");
         return false;
     }
-    /* reading past the data also makes zlib check the gzip trailer (CRC-32, length) */
+    /* reading past the data checks the gzip trailer (CRC-32, length) and that no byte follows */
     char extra;
-    got = gz_read_all(f, path, &extra, 1);
+    got = src_read(f, path, &extra, 1);
     if (got < 0) return false;
-    int zerr;
-    const char *msg = gzerror(f, &zerr);
-    if (zerr != Z_OK && zerr != Z_BUF_ERROR) {
-        nb__error(NB_ERR_FORMAT, "%s: '%s': corrupted gzip stream (zlib: %s)", OP, path, msg);
+    if (f->cut) {
+        nb__error(NB_ERR_FORMAT, "%s: '%s': truncated: the gzip stream ends before its trailer", OP, path);
         return false;
     }
     if (got > 0) {
@@ -208,12 +289,8 @@ static nb_tensor *idx_read(const char *path) {
         if (fd >= 0) close(fd);
         return NULL;
     }
-    gzFile f = gzdopen(fd, "rb"); /* owns fd from here on */
-    if (!f) {
-        nb__error(NB_ERR_OOM, "%s: '%s': out of memory for the zlib stream", OP, path);
-        close(fd);
-        return NULL;
-    }
+    idx_src *f = src_open(fd, path); /* owns fd from here on */
+    if (!f) return NULL;
     idx_header h;
     nb_tensor *t = NULL;
     if (read_header(f, path, &h) && check_size(f, path, &h, (int64_t)st.st_size)) {
@@ -223,7 +300,7 @@ static nb_tensor *idx_read(const char *path) {
             t = NULL;
         }
     }
-    gzclose(f);
+    src_close(f);
     return t;
 }
 

@@ -551,23 +551,58 @@ static int open_temp(const char *path, char *tmp, size_t cap) {
     return -1;
 }
 
+/*
+ * The file a save replaces, into *target (malloc'd): path itself, or the file a
+ * symlink at path resolves to (realpath), so the link is written through, not
+ * replaced.  An existing target must be a regular file — a device, FIFO,
+ * socket or directory is refused — and *st gets its status (st_nlink 0 for a
+ * new file).
+ */
+static nb_status save_target(const char *path, char **target, struct stat *st) {
+    memset(st, 0, sizeof *st);
+    if (stat(path, st) != 0) {
+        struct stat lst;
+        if (errno != ENOENT)
+            return nb__error(NB_ERR_IO, "%s: cannot stat '%s': %s", SAVE, path, strerror(errno));
+        if (lstat(path, &lst) == 0)
+            return nb__error(NB_ERR_IO, "%s: '%s' is a symbolic link to a missing file", SAVE, path);
+        memset(st, 0, sizeof *st);
+        *target = strdup(path);
+    } else if (!S_ISREG(st->st_mode)) {
+        return nb__error(NB_ERR_IO, "%s: '%s' exists and is not a regular file; refusing to replace it", SAVE, path);
+    } else {
+        *target = realpath(path, NULL);
+        if (!*target) return nb__error(NB_ERR_IO, "%s: cannot resolve '%s': %s", SAVE, path, strerror(errno));
+    }
+    return *target ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
+}
+
 static nb_status write_atomically(const char *path, const st_plan *p) {
-    size_t cap = strlen(path) + 64;
+    char *target = NULL;
+    struct stat st;
+    nb_status rc = save_target(path, &target, &st);
+    if (rc != NB_OK) return rc;
+    size_t cap = strlen(target) + 64;
     char *tmp = malloc(cap);
-    if (!tmp) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-    int fd = open_temp(path, tmp, cap);
+    int fd = tmp ? open_temp(target, tmp, cap) : -1;
     if (fd < 0) {
+        if (!tmp) nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
         free(tmp);
+        free(target);
         return nb_last_status();
     }
-    nb_status rc = write_contents(fd, tmp, p);
+    /* an existing file keeps its mode; a new one gets 0666 less the umask */
+    if (st.st_nlink && fchmod(fd, st.st_mode & 07777) != 0)
+        rc = nb__error(NB_ERR_IO, "%s: cannot set the mode of '%s': %s", SAVE, tmp, strerror(errno));
+    if (rc == NB_OK) rc = write_contents(fd, tmp, p);
     if (close(fd) != 0 && rc == NB_OK)
         rc = nb__error(NB_ERR_IO, "%s: closing '%s': %s", SAVE, tmp, strerror(errno));
-    if (rc == NB_OK && rename(tmp, path) != 0)
-        rc = nb__error(NB_ERR_IO, "%s: renaming '%s' to '%s': %s", SAVE, tmp, path, strerror(errno));
-    if (rc == NB_OK) sync_parent_dir(path);
+    if (rc == NB_OK && rename(tmp, target) != 0)
+        rc = nb__error(NB_ERR_IO, "%s: renaming '%s' to '%s': %s", SAVE, tmp, target, strerror(errno));
+    if (rc == NB_OK) sync_parent_dir(target);
     else unlink(tmp);
     free(tmp);
+    free(target);
     return rc;
 }
 

@@ -73,6 +73,12 @@ nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
         nb__error(NB_ERR_SHAPE, "linear: weight must be [out, in], got %s", NB_SHAPE_STR(w));
         return NULL;
     }
+    /* checked here, so that the message names linear and the weight as given, not its transpose */
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w->shape[1]) {
+        nb__error(NB_ERR_SHAPE, "linear: x %s must be [..., in] with in = %lld, the weight's [out, in] = %s",
+                  NB_SHAPE_STR(x), (long long)w->shape[1], NB_SHAPE_STR(w));
+        return NULL;
+    }
     NB_COMPOSITE_BEGIN();
     nb_tensor *y = nb_matmul(x, nb_t(w));
     if (bias) y = nb_add(y, bias);
