@@ -34,6 +34,34 @@ typedef struct nb_gemm_kern {
                  bool accumulate);
 } nb_gemm_kern;
 
+/**
+ * Mask kernels over n CONTIGUOUS elements (kern_mask_template.c); the CPU
+ * backend stages strided and broadcast operands.  An element is true when
+ * (its bits & mask) != 0; nb__truth_mask gives the mask of a dtype.
+ *  - where: o = c ? a : b, bit copies of the element size;
+ *  - compare: o = a OP b as 0/1 bytes, a and b of one dtype;
+ *  - logic: o = a OP b on truth values as 0/1 bytes (NOT ignores b).
+ */
+typedef void (*nb_k_where)(int64_t n, void *o, const void *c, uint64_t cmask, const void *a, const void *b);
+typedef void (*nb_k_compare)(int64_t n, uint8_t *o, const void *a, const void *b);
+typedef void (*nb_k_logic)(int64_t n, uint8_t *o, const void *a, const void *b, uint64_t mask);
+
+/** Rows of the logic table. */
+enum { NB_LOGIC_AND, NB_LOGIC_OR, NB_LOGIC_XOR, NB_LOGIC_NOT, NB_LOGIC_COUNT };
+
+/** The bits of a dtype-dt element that make it nonzero: all but a float's sign bit. */
+static inline uint64_t nb__truth_mask(nb_dtype dt) {
+    switch (dt) {
+    case NB_F32: return 0x7fffffffu;
+    case NB_F64: return 0x7fffffffffffffffu;
+    case NB_F16: case NB_BF16: return 0x7fffu;
+    default: return ~(uint64_t)0;
+    }
+}
+
+/** log2 of an element size of 1, 2, 4 or 8 bytes. */
+static inline int nb__size_log2(size_t es) { return es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3; }
+
 typedef struct nb_cpu_kernels {
     const char *isa;
     nb_k_unary unary[NB_OP_COUNT][2];
@@ -49,6 +77,11 @@ typedef struct nb_cpu_kernels {
     double (*extreme[2][2])(int64_t n, const void *x);
     /** GEMM building blocks (kern_gemm_template.c), driven by gemm.c; slot 0 = f32, 1 = f64. */
     nb_gemm_kern gemm[2];
+    /** Mask kernels: where by [log2 element size][log2 condition size], compare by
+     *  [op - NB_OP_EQ][dtype] (NULL for f16 / bf16), logic by [NB_LOGIC_*][log2 size]. */
+    nb_k_where where[4][4];
+    nb_k_compare compare[6][NB_DTYPE_COUNT];
+    nb_k_logic logic[NB_LOGIC_COUNT][4];
 } nb_cpu_kernels;
 
 extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_avx512;
