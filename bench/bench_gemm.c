@@ -5,7 +5,9 @@
  *
  * Shapes: squares 256..2048 and one MLP layer Y[B x 256] = X[B x 784] W[784 x 256]
  * with its backward products dW = X^T G (X^T a transposed view) and
- * dX = G W^T (W^T a transposed view), B = 64, 128, 256.
+ * dX = G W^T (W^T a transposed view), B = 64, 128, 256; the CNN's
+ * per-image convolution products (single-threaded in training: run them
+ * with threads = 1, NB_BENCH_CPUTIME=1 on a loaded machine).
  * Each entry is the median of `reps` timed repetitions (after one warm-up),
  * each repetition long enough (>= 30 ms) to swamp the clock; nabla and
  * OpenBLAS alternate within a repetition so both see the same machine noise
@@ -269,6 +271,10 @@ int main(int argc, char **argv) {
         {"dW = X^T G, B=128", 784, 256, 128, true, false}, {"dW = X^T G, B=256", 784, 256, 256, true, false},
         {"dX = G W^T, B=64", 64, 784, 256, false, true}, {"dX = G W^T, B=128", 128, 784, 256, false, true},
         {"dX = G W^T, B=256", 256, 784, 256, false, true},
+        /* the CNN's per-image products (tools/models.c; run one per thread over the batch) */
+        {"conv1 fwd W cols", 32, 784, 9, false, false},   {"conv1 dW = G cols^T", 32, 9, 784, false, true},
+        {"conv2 fwd W cols", 64, 196, 288, false, false}, {"conv2 dW = G cols^T", 64, 288, 196, false, true},
+        {"conv2 dcols = W^T G", 288, 196, 64, true, false}, {"fc2 fwd, B=64", 64, 10, 128, false, false},
     };
     printf("| shape | M x N x K | nabla GFLOP/s | %% peak | OpenBLAS GFLOP/s | %% peak | nabla / OpenBLAS | reps kept |\n");
     printf("|---|---|---:|---:|---:|---:|---:|---:|\n");

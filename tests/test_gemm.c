@@ -90,7 +90,8 @@ static void odd_sizes(void **state) {
 /* Sizes that cross the cache blocks (gemm.c: KC 512 / 256, MC 128, NC 512
  * for f32 / f64): several k blocks accumulating into C, m > MC, n > NC,
  * prime extents, and blocks of more than DIRECT_M (256) rows, where
- * row-major B is packed rather than read in place. */
+ * row-major B is packed rather than read in place; thin C (n < nr) taken
+ * as its transpose. */
 static void blocked_sizes(void **state) {
     (void)state;
     nb_manual_seed(2);
@@ -101,6 +102,9 @@ static void blocked_sizes(void **state) {
     check_matmul(randn2(29, 40, NB_F64), randn2(40, 530, NB_F64));
     check_matmul(randn2(600, 40, NB_F32), randn2(40, 70, NB_F32)); /* > 256 rows a thread: B packed */
     if (!quick()) check_matmul(randn2(257, 600, NB_F32), randn2(600, 61, NB_F32));
+    /* thin C (n < nr), computed transposed: several k blocks accumulate into the transposed tiles */
+    check_matmul(randn2(300, 1100, NB_F32), randn2(1100, 9, NB_F32));
+    check_matmul(NBT(nb_t(randn2(700, 150, NB_F64))), randn2(700, 5, NB_F64));
     nb_scope_end();
 }
 
