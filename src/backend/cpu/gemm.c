@@ -79,13 +79,16 @@ size_t nb__gemm_ws_size(const nb_gemm *g0) {
     return (bytes + 63) & ~(size_t)63;
 }
 
-/* One tile of C at c (element strides crs, ccs) with rows x cols valid:
- * straight into C when whole with contiguous rows, else through a buffer so
- * the kernel still writes a full mr x nr tile. */
+/* One tile of C at c (element strides crs, ccs) with rows x cols valid, by
+ * the full or (at most nr/2 columns) the half-width kernel: straight into C
+ * when that kernel's tile is whole with contiguous rows, else through a
+ * buffer so the kernel still writes its full tile. */
 static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *ap, const char *bp, int64_t ldb,
                     char *c, int64_t crs, int64_t ccs, int64_t rows, int64_t cols, bool accumulate) {
-    if (rows == kk->mr && cols == kk->nr && ccs == 1) {
-        kk->tile(kc, ap, bp, ldb, c, crs, accumulate);
+    bool half = 2 * cols <= kk->nr; /* a ragged last panel: the half-width tile */
+    void (*tile)(int64_t, const void *, const void *, int64_t, void *, int64_t, bool) = half ? kk->tile_half : kk->tile;
+    if (rows == kk->mr && cols == (half ? kk->nr / 2 : kk->nr) && ccs == 1) {
+        tile(kc, ap, bp, ldb, c, crs, accumulate);
         return;
     }
     _Alignas(64) char buf[TILE_MAX * sizeof(double)];
@@ -96,7 +99,7 @@ static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *a
         if (ccs == 1) memcpy(buf + i * buf_ld, c + i * rb, row_bytes);
         else for (int64_t j = 0; j < cols; j++) memcpy(buf + i * buf_ld + j * es, c + i * rb + j * cb, es);
     }
-    kk->tile(kc, ap, bp, ldb, buf, kk->nr, accumulate);
+    tile(kc, ap, bp, ldb, buf, kk->nr, accumulate);
     for (int64_t i = 0; i < rows; i++) {
         if (ccs == 1) memcpy(c + i * rb, buf + i * buf_ld, row_bytes);
         else for (int64_t j = 0; j < cols; j++) memcpy(c + i * rb + j * cb, buf + i * buf_ld + j * es, es);

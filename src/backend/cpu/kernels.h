@@ -25,6 +25,8 @@ typedef void (*nb_k_binary)(int64_t n, char *o, int64_t os, const char *a, int64
  *    (accumulate ? C : 0) + sum over p < kc of a[p][i] * b[p*ldb + j] from
  *    one packed A panel and nr contiguous B values per step, ldb apart (a
  *    packed B panel: ldb = nr), kc >= 1.
+ *  - tile_half: the same for the mr x nr/2 tile of the first nr/2 columns
+ *    (a ragged last panel of at most nr/2 columns: half the FMAs).
  */
 typedef struct nb_gemm_kern {
     int mr, nr;
@@ -32,6 +34,8 @@ typedef struct nb_gemm_kern {
     void (*pack_b)(void *dst, const void *src, int64_t rs, int64_t ps, int64_t len, int64_t kc);
     void (*tile)(int64_t kc, const void *a, const void *b, int64_t ldb, void *c, int64_t ldc,
                  bool accumulate);
+    void (*tile_half)(int64_t kc, const void *a, const void *b, int64_t ldb, void *c, int64_t ldc,
+                      bool accumulate);
 } nb_gemm_kern;
 
 /**
