@@ -93,7 +93,9 @@ static nb_tensor *ew_mask(void) {
     /* where / comparison / logical kernels over contiguous, reversed, broadcast and transposed operands */
     nb_tensor *m = nb_logical_xor(nb_gt(in_a, in_col), nb_flip(nb_lt(in_b, 0.5), NB_AXES(1)));
     nb_tensor *at = nb_transpose(nb_reshape(in_a, NB_SHAPE(COLS, ROWS)), 0, 1);
-    return nb_masked_fill(nb_where(nb_logical_not(at), in_row, at), m, 0.0);
+    nb_tensor *bt = nb_transpose(nb_reshape(in_b, NB_SHAPE(COLS, ROWS)), 0, 1);
+    nb_tensor *y = nb_where(nb_lt(at, bt), bt, at); /* all inputs transposed: walked along their rows */
+    return nb_masked_fill(nb_where(nb_logical_not(at), in_row, y), m, 0.0);
 }
 
 static void elementwise(void **state) {

@@ -363,6 +363,7 @@ static const bshape BIN_SHAPES[] = {
     {2, {0, 3}, 1, {3}, L_CONTIG, L_CONTIG},
     {2, {257, 300}, 1, {300}, L_CONTIG, L_CONTIG},
     {2, {257, 300}, 2, {257, 300}, L_TRANS, L_CONTIG},
+    {2, {257, 300}, 2, {257, 300}, L_TRANS, L_TRANS}, /* the CPU walk goes along the inputs' rows */
     /* rows longer than the CPU backend's staging block (512): strided, reversed, broadcast */
     {2, {3, 1100}, 2, {3, 1100}, L_STEP, L_BCAST},
     {2, {3, 1100}, 2, {3, 1100}, L_FLIP, L_CONTIG},
