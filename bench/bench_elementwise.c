@@ -5,9 +5,12 @@
  * run, plus the cost of first-touching a fresh 64 MB buffer.
  *
  *   bench_elementwise [N]        N elements (default 16M); NB_BENCH_THREADS (2), NB_BENCH_REPS (9)
+ *   NB_BENCH_FILTER=where        only the nb cases whose name contains the text (no size sweep)
  *
  * Bandwidth counts the bytes an op must move: a binary op 2 reads + 1
- * write, a unary op 1 read + 1 write, memcpy 1 read + 1 write.
+ * write, a unary op 1 read + 1 write, memcpy 1 read + 1 write; the mask
+ * cases (where, comparisons, logical ops) count each operand's own bytes
+ * (a bool is 1 byte, a broadcast scalar 0).
  */
 #include "bench_util.h"
 #include "nabla.h"
@@ -40,6 +43,78 @@ static void run_op(void *p) {
         exit(1);
     }
     nb_release(r);
+}
+
+/* Is the case named `name` selected by NB_BENCH_FILTER (a substring; all when unset)? */
+static bool selected(const char *name) {
+    const char *f = getenv("NB_BENCH_FILTER");
+    return !f || strstr(name, f) != NULL;
+}
+
+/* ---- mask ops: where / comparisons / logical, contiguous, broadcast and strided ---- */
+
+typedef struct mask_env {
+    nb_tensor *x, *g, *m, *m2, *zero, *xt, *gt, *mt; /* x, g f32 [n]; m, m2 bool [n]; *t: [s, s] transposed */
+} mask_env;
+static mask_env menv;
+
+static nb_tensor *op_relu_bwd(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_where(menv.m, menv.g, menv.zero); }
+static nb_tensor *op_where3(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_where(menv.m, menv.g, menv.x); }
+static nb_tensor *op_where_fcond(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_where(menv.x, menv.g, menv.zero); }
+static nb_tensor *op_where_t(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_where(menv.mt, menv.gt, menv.xt); }
+static nb_tensor *op_masked_fill(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_masked_fill(menv.g, menv.m, 0.0); }
+static nb_tensor *op_gt_scalar(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_gt(menv.x, 0.5); }
+static nb_tensor *op_lt(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_lt(menv.x, menv.g); }
+static nb_tensor *op_lt_t(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_lt(menv.xt, menv.gt); }
+static nb_tensor *op_and(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_logical_and(menv.m, menv.m2); }
+static nb_tensor *op_not(nb_tensor *a, nb_tensor *b) { (void)a; (void)b; return nb_logical_not(menv.m); }
+
+typedef struct mask_case {
+    const char *name;
+    nb_tensor *(*op)(nb_tensor *, nb_tensor *);
+    int bytes; /* bytes moved per element */
+} mask_case;
+
+static void mask_cases(int64_t n, int reps, double copy_bw) {
+    int64_t side = 1;
+    while ((side + 1) * (side + 1) <= n) side++;
+    menv.x = nb_rand(&n, 1, NB_F32);
+    menv.g = nb_rand(&n, 1, NB_F32);
+    menv.m = nb_gt(menv.x, 0.5);
+    menv.m2 = nb_lt(menv.g, 0.3);
+    menv.zero = nb_scalar(0.0, NB_F32);
+    int64_t sq[2] = {side, side};
+    nb_tensor *x2 = nb_rand(sq, 2, NB_F32), *g2 = nb_rand(sq, 2, NB_F32), *m2d = nb_gt(x2, 0.5);
+    menv.xt = nb_transpose(x2, 0, 1);
+    menv.gt = nb_transpose(g2, 0, 1);
+    menv.mt = nb_transpose(m2d, 0, 1);
+    static const mask_case cases[] = {
+        {"where(bool, x, 0) (ReLU backward)", op_relu_bwd, 1 + 4 + 4},
+        {"where(bool, x, y)", op_where3, 1 + 4 + 4 + 4},
+        {"where(f32, x, 0)", op_where_fcond, 4 + 4 + 4},
+        {"masked_fill(x, bool, 0)", op_masked_fill, 1 + 4 + 4},
+        {"gt(x, 0.5) -> bool", op_gt_scalar, 4 + 1},
+        {"lt(x, y) -> bool", op_lt, 4 + 4 + 1},
+        {"logical_and(bool, bool)", op_and, 1 + 1 + 1},
+        {"logical_not(bool)", op_not, 1 + 1},
+        {"where(bool^T, x^T, y^T) (transposed)", op_where_t, 1 + 4 + 4 + 4},
+        {"lt(x^T, y^T) (transposed)", op_lt_t, 4 + 4 + 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (!selected(cases[i].name)) continue;
+        ew_case c = {cases[i].name, cases[i].op, 0};
+        ew_ctx x = {&c, NULL, NULL};
+        bool t = strstr(cases[i].name, "^T") != NULL;
+        bench_stat s = bench_run(run_op, &x, 2, reps, 1);
+        double bw = (double)cases[i].bytes * (double)(t ? side * side : n) / s.median / 1e9;
+        printf("| nb %s | %.2f | %.2f..%.2f | %.1f | %.2fx |\n", cases[i].name, s.median * 1e3, s.min * 1e3,
+               s.max * 1e3, bw, bw / copy_bw);
+    }
+    nb_release(x2);
+    nb_release(g2);
+    nb_release(m2d);
+    nb_tensor **all = (nb_tensor **)&menv;
+    for (size_t i = 0; i < sizeof menv / sizeof(nb_tensor *); i++) nb_release(all[i]);
 }
 
 /* First touch of fresh memory: map, write every byte, unmap. */
@@ -118,6 +193,7 @@ int main(int argc, char **argv) {
         {"exp", op_exp, 1},   {"tanh", op_tanh, 1}, {"sigmoid", op_sigmoid, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (!selected(cases[i].name)) continue;
         ew_ctx x = {&cases[i], a, b};
         bench_stat s = bench_run(run_op, &x, 2, reps, 1);
         double bw = (double)(cases[i].nin + 1) * (double)bytes / s.median / 1e9;
@@ -126,6 +202,7 @@ int main(int argc, char **argv) {
     }
     nb_release(a);
     nb_release(b);
-    size_sweep(reps);
+    mask_cases(n, reps, copy_bw);
+    if (!getenv("NB_BENCH_FILTER")) size_sweep(reps);
     return 0;
 }

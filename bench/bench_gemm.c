@@ -5,7 +5,9 @@
  *
  * Shapes: squares 256..2048 and one MLP layer Y[B x 256] = X[B x 784] W[784 x 256]
  * with its backward products dW = X^T G (X^T a transposed view) and
- * dX = G W^T (W^T a transposed view), B = 64, 128, 256.
+ * dX = G W^T (W^T a transposed view), B = 64, 128, 256; the CNN's
+ * per-image convolution products (single-threaded in training: run them
+ * with threads = 1, NB_BENCH_CPUTIME=1 on a loaded machine).
  * Each entry is the median of `reps` timed repetitions (after one warm-up),
  * each repetition long enough (>= 30 ms) to swamp the clock; nabla and
  * OpenBLAS alternate within a repetition so both see the same machine noise
@@ -56,7 +58,7 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
-/* ---- FMA peak: independent zmm FMA chains, register resident ----------- */
+/* ---- FMA peak: independent FMA chains, register resident ---------------- */
 
 #define PEAK_ITERS 20000000L
 #define PROBE_ITERS 500000L
@@ -67,24 +69,32 @@ typedef struct fma_job {
     float sink;
 } fma_job;
 
-__attribute__((target("avx512f"))) static void *fma_loop(void *arg) {
-    fma_job *job = arg;
-    __m512 acc[PEAK_CHAINS], x = _mm512_set1_ps(1.0f - 1e-7f), y = _mm512_set1_ps(1e-7f);
-#pragma GCC unroll 12
-    for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = _mm512_set1_ps((float)i);
-    for (long it = 0; it < job->iters; it++) {
-#pragma GCC unroll 12
-        for (int i = 0; i < PEAK_CHAINS; i++) {
-            acc[i] = _mm512_fmadd_ps(acc[i], x, y);
-            __asm__ volatile("" : "+v"(acc[i])); /* keep every chain live and in a register */
-        }
+/* Independent FMA chains of one vector width (W float lanes); the AVX-512
+ * loop on CPUs that have it, else the AVX2 one (fma_lanes says which). */
+#define FMA_LOOP(NAME, TARGET, V, W, SET1, FMADD, STORE)                                   \
+    __attribute__((target(TARGET))) static void *NAME(void *arg) {                       \
+        fma_job *job = arg;                                                               \
+        V acc[PEAK_CHAINS], x = SET1(1.0f - 1e-7f), y = SET1(1e-7f);                      \
+        _Pragma("GCC unroll 12") for (int i = 0; i < PEAK_CHAINS; i++) acc[i] = SET1((float)i); \
+        for (long it = 0; it < job->iters; it++) {                                        \
+            _Pragma("GCC unroll 12") for (int i = 0; i < PEAK_CHAINS; i++) {              \
+                acc[i] = FMADD(acc[i], x, y);                                             \
+                __asm__ volatile("" : "+v"(acc[i])); /* keep every chain live and in a register */ \
+            }                                                                             \
+        }                                                                                 \
+        float s = 0, lanes[W];                                                            \
+        for (int i = 0; i < PEAK_CHAINS; i++) {                                           \
+            STORE(lanes, acc[i]);                                                         \
+            for (int j = 0; j < (W); j++) s += lanes[j];                                  \
+        }                                                                                 \
+        job->sink = s;                                                                    \
+        return NULL;                                                                      \
     }
-    float s = 0;
-#pragma GCC unroll 12
-    for (int i = 0; i < PEAK_CHAINS; i++) s += _mm512_reduce_add_ps(acc[i]);
-    job->sink = s;
-    return NULL;
-}
+FMA_LOOP(fma_loop512, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_storeu_ps)
+FMA_LOOP(fma_loop256, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_storeu_ps)
+
+static int fma_lanes(void) { return __builtin_cpu_supports("avx512f") ? 16 : 8; }
+static void *fma_loop(void *arg) { return fma_lanes() == 16 ? fma_loop512(arg) : fma_loop256(arg); }
 
 /* GFLOP/s of `threads` concurrent FMA loops of `iters` steps (2 flops per lane per FMA). */
 static double fma_rate(int threads, long iters) {
@@ -95,7 +105,7 @@ static double fma_rate(int threads, long iters) {
     for (int i = 1; i < threads; i++) pthread_create(&th[i], NULL, fma_loop, &jobs[i]);
     fma_loop(&jobs[0]);
     for (int i = 1; i < threads; i++) pthread_join(th[i], NULL);
-    return (double)threads * (double)iters * PEAK_CHAINS * 16 * 2 / (now() - t0) / 1e9;
+    return (double)threads * (double)iters * PEAK_CHAINS * fma_lanes() * 2 / (now() - t0) / 1e9;
 }
 
 static double fma_peak(int threads) {
@@ -250,8 +260,9 @@ int main(int argc, char **argv) {
     printf("nabla SIMD: %s, threads: %d, clock: %s%s\n", nb_cpu_simd_level(), cfg.threads,
            bench_clock == CLOCK_MONOTONIC ? "wall" : "process CPU time",
            cfg.quiet ? ", only repetitions between two calm FMA probes (>= 90% of peak)" : "");
-    printf("FMA peak (AVX-512, register resident): %.1f GFLOP/s on 1 thread, %.1f on %d; %% peak below is of\n"
-           "%d x the 1-thread figure (%.1f)\n\n", peak1, peak, cfg.threads, cfg.threads, cfg.ref);
+    printf("FMA peak (%s, register resident): %.1f GFLOP/s on 1 thread, %.1f on %d; %% peak below is of\n"
+           "%d x the 1-thread figure (%.1f)\n\n", fma_lanes() == 16 ? "AVX-512" : "AVX2", peak1, peak, cfg.threads,
+           cfg.threads, cfg.ref);
     static const shape shapes[] = {
         {"square 256", 256, 256, 256, false, false},    {"square 512", 512, 512, 512, false, false},
         {"square 1024", 1024, 1024, 1024, false, false}, {"square 2048", 2048, 2048, 2048, false, false},
@@ -260,6 +271,10 @@ int main(int argc, char **argv) {
         {"dW = X^T G, B=128", 784, 256, 128, true, false}, {"dW = X^T G, B=256", 784, 256, 256, true, false},
         {"dX = G W^T, B=64", 64, 784, 256, false, true}, {"dX = G W^T, B=128", 128, 784, 256, false, true},
         {"dX = G W^T, B=256", 256, 784, 256, false, true},
+        /* the CNN's per-image products (tools/models.c; run one per thread over the batch) */
+        {"conv1 fwd W cols", 32, 784, 9, false, false},   {"conv1 dW = G cols^T", 32, 9, 784, false, true},
+        {"conv2 fwd W cols", 64, 196, 288, false, false}, {"conv2 dW = G cols^T", 64, 288, 196, false, true},
+        {"conv2 dcols = W^T G", 288, 196, 64, true, false}, {"fc2 fwd, B=64", 64, 10, 128, false, false},
     };
     printf("| shape | M x N x K | nabla GFLOP/s | %% peak | OpenBLAS GFLOP/s | %% peak | nabla / OpenBLAS | reps kept |\n");
     printf("|---|---|---:|---:|---:|---:|---:|---:|\n");

@@ -89,12 +89,21 @@ static nb_tensor *ew_strided(void) {
     return nb_maximum(nb_sub(at, br), nb_mul(br, 0.5));
 }
 static nb_tensor *ew_cast(void) { return nb_cast(nb_mul(in_a, 1000.0), NB_I32); }
+static nb_tensor *ew_mask(void) {
+    /* where / comparison / logical kernels over contiguous, reversed, broadcast and transposed operands */
+    nb_tensor *m = nb_logical_xor(nb_gt(in_a, in_col), nb_flip(nb_lt(in_b, 0.5), NB_AXES(1)));
+    nb_tensor *at = nb_transpose(nb_reshape(in_a, NB_SHAPE(COLS, ROWS)), 0, 1);
+    nb_tensor *bt = nb_transpose(nb_reshape(in_b, NB_SHAPE(COLS, ROWS)), 0, 1);
+    nb_tensor *y = nb_where(nb_lt(at, bt), bt, at); /* all inputs transposed: walked along their rows */
+    return nb_masked_fill(nb_where(nb_logical_not(at), in_row, y), m, 0.0);
+}
 
 static void elementwise(void **state) {
     (void)state;
     CHECK(ew_broadcast);
     CHECK(ew_strided);
     CHECK(ew_cast);
+    CHECK(ew_mask);
 }
 
 /* ---- reductions ---- */

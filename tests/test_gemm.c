@@ -90,7 +90,8 @@ static void odd_sizes(void **state) {
 /* Sizes that cross the cache blocks (gemm.c: KC 512 / 256, MC 128, NC 512
  * for f32 / f64): several k blocks accumulating into C, m > MC, n > NC,
  * prime extents, and blocks of more than DIRECT_M (256) rows, where
- * row-major B is packed rather than read in place. */
+ * row-major B is packed rather than read in place; thin C (n < nr) taken
+ * as its transpose. */
 static void blocked_sizes(void **state) {
     (void)state;
     nb_manual_seed(2);
@@ -101,6 +102,9 @@ static void blocked_sizes(void **state) {
     check_matmul(randn2(29, 40, NB_F64), randn2(40, 530, NB_F64));
     check_matmul(randn2(600, 40, NB_F32), randn2(40, 70, NB_F32)); /* > 256 rows a thread: B packed */
     if (!quick()) check_matmul(randn2(257, 600, NB_F32), randn2(600, 61, NB_F32));
+    /* thin C (n < nr), computed transposed: several k blocks accumulate into the transposed tiles */
+    check_matmul(randn2(300, 1100, NB_F32), randn2(1100, 9, NB_F32));
+    check_matmul(NBT(nb_t(randn2(700, 150, NB_F64))), randn2(700, 5, NB_F64));
     nb_scope_end();
 }
 
@@ -231,10 +235,14 @@ static void determinism(void **state) {
  * dtype and order). */
 #define NBT_AT(p, i) (dt == NB_F64 ? ((double *)(p))[i] : (double)((float *)(p))[i])
 #define NBT_SET(p, i, v) (dt == NB_F64 ? (void)(((double *)(p))[i] = (v)) : (void)(((float *)(p))[i] = (float)(v)))
-static void check_tiles(const nb_gemm_kern *kk, nb_dtype dt) {
+typedef void (*tile_fn)(int64_t, const void *, const void *, int64_t, void *, int64_t, bool);
+
+/* The full tile (width nr) or the half tile (width nr / 2, B panels still nr wide). */
+static void check_tiles(const nb_gemm_kern *kk, nb_dtype dt, bool half) {
     enum { KC = 37 };
     size_t es = nb_dtype_size(dt);
-    int mr = kk->mr, nr = kk->nr, lda = KC + 3, ldb = 2 * nr + 1, ldc = nr + 5;
+    tile_fn tile = half ? kk->tile_half : kk->tile;
+    int mr = kk->mr, nr = kk->nr, w = half ? nr / 2 : nr, lda = KC + 3, ldb = 2 * nr + 1, ldc = nr + 5;
     char *a = calloc((size_t)(mr * lda), es), *b = calloc((size_t)(KC * ldb), es);
     char *ap = calloc((size_t)(mr * KC), es), *bp = calloc((size_t)(KC * nr), es);
     char *c = calloc((size_t)(mr * ldc), es);
@@ -248,17 +256,17 @@ static void check_tiles(const nb_gemm_kern *kk, nb_dtype dt) {
         for (int i = 0; i < mr * ldc; i++) NBT_SET(c, i, 1000 + i);
         for (int pass = 0; pass < 2; pass++) {
             if (in_place)
-                kk->tile(KC, ap, b, ldb, c, ldc, pass == 1);
+                tile(KC, ap, b, ldb, c, ldc, pass == 1);
             else
-                kk->tile(KC, ap, bp, nr, c, ldc, pass == 1);
+                tile(KC, ap, bp, nr, c, ldc, pass == 1);
             for (int i = 0; i < mr; i++)
-                for (int j = 0; j < nr; j++) {
+                for (int j = 0; j < w; j++) {
                     double s = 0;
                     for (int p = 0; p < KC; p++) s += NBT_AT(a, i * lda + p) * NBT_AT(b, p * ldb + cs * j);
                     assert_true(NBT_AT(c, i * ldc + j) == (pass + 1) * s);
                 }
             for (int i = 0; i < mr; i++) /* nothing past the tile's columns */
-                for (int j = nr; j < ldc; j++) assert_true(NBT_AT(c, i * ldc + j) == 1000 + i * ldc + j);
+                for (int j = w; j < ldc; j++) assert_true(NBT_AT(c, i * ldc + j) == 1000 + i * ldc + j);
         }
     }
     /* a short panel (len < R) is zero-padded */
@@ -279,8 +287,10 @@ static void isa_tiles(void **state) {
                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")};
     for (int i = 0; i < 3; i++) {
         if (!ok[i]) continue;
-        check_tiles(&tabs[i]->gemm[0], NB_F32);
-        check_tiles(&tabs[i]->gemm[1], NB_F64);
+        for (int half = 0; half < 2; half++) {
+            check_tiles(&tabs[i]->gemm[0], NB_F32, half);
+            check_tiles(&tabs[i]->gemm[1], NB_F64, half);
+        }
     }
 }
 

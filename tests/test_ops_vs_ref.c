@@ -364,6 +364,10 @@ static const bshape BIN_SHAPES[] = {
     {2, {0, 3}, 1, {3}, L_CONTIG, L_CONTIG},
     {2, {257, 300}, 1, {300}, L_CONTIG, L_CONTIG},
     {2, {257, 300}, 2, {257, 300}, L_TRANS, L_CONTIG},
+    {2, {257, 300}, 2, {257, 300}, L_TRANS, L_TRANS}, /* the CPU walk goes along the inputs' rows */
+    /* rows longer than the CPU backend's staging block (512): strided, reversed, broadcast */
+    {2, {3, 1100}, 2, {3, 1100}, L_STEP, L_BCAST},
+    {2, {3, 1100}, 2, {3, 1100}, L_FLIP, L_CONTIG},
 };
 #define NBIN_SHAPES (sizeof BIN_SHAPES / sizeof BIN_SHAPES[0])
 
@@ -392,7 +396,7 @@ static void test_binary(void **state) {
     /* promotion and the generic (double) path: mixed floats, half types, integers, bool */
     static const nb_dtype MIX[][2] = {{NB_F32, NB_F64}, {NB_F16, NB_BF16}, {NB_F16, NB_F16}, {NB_BF16, NB_F32},
                                       {NB_I32, NB_F32}, {NB_I32, NB_I32}, {NB_I64, NB_I8}, {NB_U8, NB_I8},
-                                      {NB_BOOL, NB_BOOL}, {NB_I64, NB_I64}};
+                                      {NB_BOOL, NB_BOOL}, {NB_I64, NB_I64}, {NB_I8, NB_I8}, {NB_U8, NB_U8}};
     for (size_t k = 0; k < sizeof MIX / sizeof MIX[0]; k++) {
         bool any_int = !nb_dtype_is_float(MIX[k][0]) || !nb_dtype_is_float(MIX[k][1]);
         if (any_int && !c->ints) continue;
@@ -403,6 +407,8 @@ static void test_binary(void **state) {
         if (MIX[k][0] == NB_U8) cc.da = D_POS; /* u8 holds no negatives */
         run_binary_case(&cc, MIX[k][0], MIX[k][1], &BIN_SHAPES[1]);
         run_binary_case(&cc, MIX[k][0], MIX[k][1], &BIN_SHAPES[6]);
+        if (c->op >= NB_OP_EQ && c->op <= NB_OP_LOGICAL_XOR) /* the mask kernels' long staged rows */
+            for (size_t s = NBIN_SHAPES - 2; s < NBIN_SHAPES; s++) run_binary_case(&cc, MIX[k][0], MIX[k][1], &BIN_SHAPES[s]);
     }
     /* weak scalar operands */
     static const nb_dtype SDT[] = {NB_F32, NB_F64, NB_I32, NB_F16};
@@ -416,11 +422,13 @@ static void test_binary(void **state) {
             expect_match(yc, yr, rtol_of(nb_dtype_of(yr)), atol_of(nb_dtype_of(yr)), NULL);
             nb_scope_end();
         }
-    /* every pair of special values, a [n, 1] against b [n] */
-    for (size_t k = 0; k < 2; k++) {
+    /* every pair of special values, a [n, 1] against b [n]; comparisons and logical ops on half types too */
+    bool mask_op = c->op >= NB_OP_EQ && c->op <= NB_OP_LOGICAL_XOR;
+    static const nb_dtype SPECIAL_DT[] = {NB_F32, NB_F64, NB_F16, NB_BF16};
+    for (size_t k = 0; k < (mask_op ? 4u : 2u); k++) {
         nb_scope_begin();
-        describe(nb__ops[c->op].name, FL[k], L_CONTIG, (int64_t[]){NSPECIAL, NSPECIAL}, 2, "special values");
-        nb_tensor *s = specials(NSPECIAL, FL[k]);
+        describe(nb__ops[c->op].name, SPECIAL_DT[k], L_CONTIG, (int64_t[]){NSPECIAL, NSPECIAL}, 2, "special values");
+        nb_tensor *s = specials(NSPECIAL, SPECIAL_DT[k]);
         nb_tensor *a = NBT(nb_unsqueeze(s, 1));
         nb_tensor *yc = NBT(c->f(a, s));
         nb_tensor *yr = NBT(c->f(NBT(nb_to_device(a, NB_REF)), NBT(nb_to_device(s, NB_REF))));
@@ -444,6 +452,72 @@ static void where_case(int nd, const int64_t *cs, int nda, const int64_t *as, in
     nb_scope_end();
 }
 
+/* got (CPU) and want (REF) hold the same bits (contiguous copies compared byte for byte). */
+static void expect_bits(nb_tensor *got, nb_tensor *want) {
+    assert_non_null(got);
+    assert_non_null(want);
+    assert_int_equal(nb_dtype_of(got), nb_dtype_of(want));
+    assert_int_equal(nb_numel(got), nb_numel(want));
+    size_t n = (size_t)nb_numel(got) * nb_dtype_size(nb_dtype_of(got));
+    char *g = malloc(n + 1), *w = malloc(n + 1);
+    assert_non_null(g);
+    assert_non_null(w);
+    assert_int_equal(nb_copy_to_host(NBT(nb_contiguous(got)), g, n), NB_OK);
+    assert_int_equal(nb_copy_to_host(NBT(nb_contiguous(want)), w, n), NB_OK);
+    size_t bad = 0;
+    while (bad < n && g[bad] == w[bad]) bad++;
+    if (bad < n) fprintf(stderr, "%s: byte %zu differs: cpu 0x%02x vs ref 0x%02x\n", what, bad, g[bad] & 0xff, w[bad] & 0xff);
+    free(g);
+    free(w);
+    if (bad < n) fail();
+}
+
+/* A pair shaped `shape` in `layout` whose values cycle through SPECIALS (from position `phase`) and zeros. */
+static pair special_pair(const int64_t *shape, int nd, nb_dtype dt, int layout, int phase) {
+    int64_t bs[NB_MAX_DIMS], n = 1;
+    layout = usable_layout(layout, nd);
+    base_shape(layout, shape, nd, bs);
+    for (int d = 0; d < nd; d++) n *= bs[d];
+    double *v = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = (i + phase) % 3 == 0 ? 0.0 : SPECIALS[(i + phase) % (int64_t)NSPECIAL];
+    nb_tensor *base = NBT(nb_cast(NBT(nb_from_data(v, bs, nd, NB_F64)), dt));
+    free(v);
+    return from_base(base, layout, shape, nd);
+}
+
+/* where over [3, 1100] (rows longer than the CPU staging block) with special values everywhere:
+ * a condition is true when nonzero (NaN true, -0 false); the result must be ref's bits (-0, NaN kept). */
+static void where_bits_case(nb_dtype ct, nb_dtype dt, int lc, int la, int lb) {
+    const int64_t shape[] = {3, 1100};
+    nb_scope_begin();
+    char extra[96];
+    snprintf(extra, sizeof extra, "cond %s %s, b %s", nb_dtype_name(ct), LAYOUT_NAME[lc], LAYOUT_NAME[lb]);
+    describe("where", dt, la, shape, 2, extra);
+    pair c = special_pair(shape, 2, ct, lc, 0), a = special_pair(shape, 2, dt, la, 5), b = special_pair(shape, 2, dt, lb, 11);
+    expect_bits(NBT(nb_where(c.cpu, a.cpu, b.cpu)), NBT(nb_where(c.ref, a.ref, b.ref)));
+    nb_scope_end();
+}
+
+static void check_where_bits(void) {
+    static const nb_dtype DT[] = {NB_F32, NB_F64, NB_F16, NB_BF16, NB_I8, NB_I32, NB_I64, NB_U8, NB_BOOL};
+    static const int LAYOUTS[] = {L_CONTIG, L_FLIP, L_STEP, L_BCAST, L_TRANS};
+    const size_t nl = sizeof LAYOUTS / sizeof LAYOUTS[0];
+    const size_t nd = sizeof DT / sizeof DT[0];
+    for (size_t i = 0; i < nd; i++)
+        for (size_t j = 0; j < nd; j++)
+            where_bits_case(DT[i], DT[j], LAYOUTS[(i + j) % nl], LAYOUTS[(i + 2 * j + 1) % nl], LAYOUTS[(2 * i + j + 2) % nl]);
+    /* a scalar branch (ReLU backward, masked_fill): contiguous condition and other branch */
+    nb_scope_begin();
+    describe("where", NB_F32, L_CONTIG, (int64_t[]){3, 1100}, 2, "scalar b");
+    pair c = special_pair((int64_t[]){3, 1100}, 2, NB_BOOL, L_CONTIG, 0);
+    pair a = special_pair((int64_t[]){3, 1100}, 2, NB_F32, L_CONTIG, 4);
+    nb_tensor *zc = NBT(nb_scalar(-0.0, NB_F32)), *zr = NBT(nb_to_device(zc, NB_REF));
+    expect_bits(NBT(nb_where(c.cpu, a.cpu, zc)), NBT(nb_where(c.ref, a.ref, zr)));
+    expect_bits(NBT(nb_where(c.cpu, zc, a.cpu)), NBT(nb_where(c.ref, zr, a.ref)));
+    nb_scope_end();
+}
+
 static void check_where(nb_op op) {
     (void)op;
     const int64_t c3[] = {4, 1, 6}, a2[] = {5, 6}, b3[] = {4, 5, 1}, full[] = {3, 4, 5}, big[] = {257, 300};
@@ -457,6 +531,7 @@ static void check_where(nb_op op) {
     where_case(0, c3, 2, a2, 0, b3, NB_BOOL, NB_F32, NB_F32, L_CONTIG, L_CONTIG, L_CONTIG);
     where_case(2, (int64_t[]){0, 3}, 1, (int64_t[]){3}, 0, b3, NB_BOOL, NB_F64, NB_F64, L_CONTIG, L_CONTIG, L_CONTIG);
     where_case(2, big, 2, big, 1, big + 1, NB_BOOL, NB_F32, NB_F32, L_TRANS, L_CONTIG, L_CONTIG);
+    check_where_bits();
 }
 
 /* ------------------------------------------------------------------------ */

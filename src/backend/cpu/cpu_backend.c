@@ -27,6 +27,7 @@ typedef struct ew_ctx {
     nb_k_unary ku;
     nb_k_binary kb;
     bool exact; /* integer operands: evaluate in int64 (op_eval.h) */
+    int nops;
 } ew_ctx;
 
 #define COPY_AS(T)                                                                      \
@@ -105,26 +106,78 @@ static void row_binary(void *p, int64_t n, char *const *ptr, const int64_t *s) {
                                   nb__load(ptr[2] + i * s[2], c->dt[2])));
 }
 
-static void row_where(void *p, int64_t n, char *const *ptr, const int64_t *s) {
-    const ew_ctx *c = p;
-    if (c->dt[0] == NB_F32 && c->dt[1] == NB_BOOL) {
-        for (int64_t i = 0; i < n; i++)
-            *(float *)(ptr[0] + i * s[0]) = *(const uint8_t *)(ptr[1] + i * s[1])
-                                                ? *(const float *)(ptr[2] + i * s[2])
-                                                : *(const float *)(ptr[3] + i * s[3]);
-        return;
-    }
-    /* a and b arrive in out's dtype (backend.h): selection is a bit-exact element copy */
-    size_t es = nb_dtype_size(c->dt[0]);
-    for (int64_t i = 0; i < n; i++) {
-        int k = nb__load(ptr[1] + i * s[1], c->dt[1]) != 0 ? 2 : 3;
-        memcpy(ptr[0] + i * s[0], ptr[k] + i * s[k], es);
+/* ---- staged rows: where, comparisons and logical ops ----
+ * Their kernels (kernels.h) take contiguous operands only.  A row is run in
+ * blocks of STAGE elements: a contiguous operand is used in place, a
+ * stride-0 one through a buffer filled once with its value, any other stride
+ * (negative included) is gathered per block; a strided out is written to a
+ * buffer and scattered.  Each element is computed exactly as in the
+ * contiguous case, so results do not depend on layout or thread count. */
+enum { STAGE = 512 };
+
+/* n elements of es bytes between the block buffer buf and p (byte stride s): into buf when gather. */
+#define STAGE_MOVE(T)                                                                     \
+    if (gather)                                                                           \
+        for (int64_t i = 0; i < n; i++) ((T *)buf)[i] = *(const T *)(p + i * s);          \
+    else                                                                                  \
+        for (int64_t i = 0; i < n; i++) *(T *)(p + i * s) = ((const T *)buf)[i]
+static void stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, size_t es) {
+    switch (es) {
+    case 1: STAGE_MOVE(uint8_t); break;
+    case 2: STAGE_MOVE(uint16_t); break;
+    case 4: STAGE_MOVE(uint32_t); break;
+    default: STAGE_MOVE(uint64_t); break;
     }
 }
+
+/* One block of n contiguous elements: operand k at in[k] (k >= 1), out at o. */
+static void mask_block(const ew_ctx *c, int64_t n, char *o, const char *const *in) {
+    const nb_cpu_kernels *k = nb__cpu_kernels();
+    if (c->op == NB_OP_WHERE)
+        k->where[nb__size_log2(nb_dtype_size(c->dt[0]))][nb__size_log2(nb_dtype_size(c->dt[1]))](
+            n, o, in[1], nb__truth_mask(c->dt[1]), in[2], in[3]);
+    else if (c->op >= NB_OP_EQ && c->op <= NB_OP_GE)
+        k->compare[c->op - NB_OP_EQ][c->dt[1]](n, (uint8_t *)o, in[1], in[2]);
+    else
+        k->logic[c->op == NB_OP_LOGICAL_NOT ? NB_LOGIC_NOT : (int)(c->op - NB_OP_LOGICAL_AND)]
+                [nb__size_log2(nb_dtype_size(c->dt[1]))](n, (uint8_t *)o, in[1], c->nops > 2 ? in[2] : in[1],
+                                                         nb__truth_mask(c->dt[1]));
+}
+
+static void row_mask(void *p, int64_t n, char *const *ptr, const int64_t *s) {
+    const ew_ctx *c = p;
+    _Alignas(64) char buf[NB_ITER_MAX_OPS][STAGE * 8];
+    const char *in[NB_ITER_MAX_OPS];
+    int64_t es[NB_ITER_MAX_OPS];
+    for (int k = 0; k < c->nops; k++) {
+        es[k] = (int64_t)nb_dtype_size(c->dt[k]);
+        if (k > 0 && s[k] == 0) /* broadcast: a block of copies of the value */
+            for (int64_t i = 0, m = n < STAGE ? n : STAGE; i < m; i++) memcpy(buf[k] + i * es[k], ptr[k], (size_t)es[k]);
+    }
+    for (int64_t i0 = 0; i0 < n; i0 += STAGE) {
+        int64_t len = n - i0 < STAGE ? n - i0 : STAGE;
+        for (int k = 1; k < c->nops; k++) {
+            in[k] = s[k] == es[k] ? ptr[k] + i0 * es[k] : buf[k];
+            if (s[k] != es[k] && s[k] != 0) stage_move(true, buf[k], ptr[k] + i0 * s[k], s[k], len, (size_t)es[k]);
+        }
+        bool direct = s[0] == es[0];
+        mask_block(c, len, direct ? ptr[0] + i0 * es[0] : buf[0], in);
+        if (!direct) stage_move(false, buf[0], ptr[0] + i0 * s[0], s[0], len, (size_t)es[0]);
+    }
+}
+
+/* Does op on operands of dtype dt have a mask kernel (row_mask)? */
+static bool has_mask_kernel(nb_op op, nb_dtype dt) {
+    if (op >= NB_OP_EQ && op <= NB_OP_GE) return nb__cpu_kernels()->compare[op - NB_OP_EQ][dt] != NULL;
+    return op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT;
+}
+_Static_assert(NB_OP_GE - NB_OP_EQ == 5 && NB_OP_LOGICAL_XOR - NB_OP_LOGICAL_AND == NB_LOGIC_XOR,
+               "comparison and logical ops are consecutive in ops.def");
 
 static nb_status run_ew(int nops, const nb_tensor *const *ts, nb_row_fn fn, ew_ctx *c) {
     nb_iter it;
     for (int k = 0; k < nops; k++) c->dt[k] = ts[k]->dtype;
+    c->nops = nops;
     nb__iter_init(&it, nops, ts);
     nb__iter_run(&it, fn, c);
     return NB_OK;
@@ -137,6 +190,7 @@ static nb_status cpu_copy(nb_tensor *dst, const nb_tensor *src) {
 
 static nb_status cpu_unary(nb_op op, nb_tensor *out, const nb_tensor *x, double p0, double p1) {
     ew_ctx c = {.op = op, .p0 = p0, .p1 = p1, .exact = nb__int_path(op, x->dtype)};
+    if (has_mask_kernel(op, x->dtype) && out->dtype == NB_BOOL) return run_ew(2, (const nb_tensor *[]){out, x}, row_mask, &c);
     int s = slot(x->dtype);
     if (s >= 0 && (out->dtype == x->dtype || out->dtype == NB_BOOL))
         c.ku = nb__cpu_kernels()->unary[op][s];
@@ -145,6 +199,8 @@ static nb_status cpu_unary(nb_op op, nb_tensor *out, const nb_tensor *x, double 
 
 static nb_status cpu_binary(nb_op op, nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
     ew_ctx c = {.op = op, .exact = nb__int_path(op, a->dtype)};
+    if (has_mask_kernel(op, a->dtype) && a->dtype == b->dtype && out->dtype == NB_BOOL)
+        return run_ew(3, (const nb_tensor *[]){out, a, b}, row_mask, &c);
     int s = slot(a->dtype);
     if (s >= 0 && a->dtype == b->dtype && (out->dtype == a->dtype || out->dtype == NB_BOOL))
         c.kb = nb__cpu_kernels()->binary[op][s];
@@ -152,8 +208,8 @@ static nb_status cpu_binary(nb_op op, nb_tensor *out, const nb_tensor *a, const 
 }
 
 static nb_status cpu_where(nb_tensor *out, const nb_tensor *cnd, const nb_tensor *a, const nb_tensor *b) {
-    ew_ctx c = {0};
-    return run_ew(4, (const nb_tensor *[]){out, cnd, a, b}, row_where, &c);
+    ew_ctx c = {.op = NB_OP_WHERE};
+    return run_ew(4, (const nb_tensor *[]){out, cnd, a, b}, row_mask, &c);
 }
 
 /* ---- reductions ----

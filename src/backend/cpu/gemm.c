@@ -15,6 +15,11 @@
  * Threads take disjoint rectangles of C (a grid of whole tiles) and pack
  * their own operands; K is never split, so every C element is the same FMA
  * chain for any thread count (B5).
+ *
+ * A thin C (n < nr, m > n: a weight gradient with few columns, a classifier
+ * layer) is computed as C^T = B^T A^T, its tiles written back transposed, so
+ * the wide side fills the nr-wide tiles instead of padding them.  Each
+ * element is still fma(a, b, acc) in k order: the same bits either way.
  */
 #include "gemm.h"
 #include "kernels.h"
@@ -33,6 +38,13 @@ enum { DIRECT_M = 256 };
 
 enum { TILE_MAX = 2048 }; /* elements of the widest register tile (edge buffer) */
 
+/* The product as computed: g itself, or (thin C) its transpose, whose C(i, j)
+ * lies at c[i*crs + j*ccs]. */
+typedef struct gemm_plan {
+    nb_gemm g;
+    int64_t crs, ccs;
+} gemm_plan;
+
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int slot_of(nb_dtype dt) { return dt == NB_F64; }
@@ -40,7 +52,24 @@ static int slot_of(nb_dtype dt) { return dt == NB_F64; }
 /* k split into equal blocks of at most KC: fewer ragged C updates. */
 static int64_t kc_of(int s, int64_t k) { return ceil_div(k, ceil_div(k, KC[s])); }
 
-size_t nb__gemm_ws_size(const nb_gemm *g) {
+static gemm_plan plan_of(const nb_gemm *g) {
+    const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[slot_of(g->dt)];
+    if (g->n >= kk->nr || g->m <= g->n) return (gemm_plan){*g, g->ldc, 1};
+    nb_gemm t = *g;
+    t.m = g->n;
+    t.n = g->m;
+    t.a = g->b;
+    t.ars = g->bcs;
+    t.acs = g->brs;
+    t.b = g->a;
+    t.brs = g->acs;
+    t.bcs = g->ars;
+    return (gemm_plan){t, 1, g->ldc};
+}
+
+size_t nb__gemm_ws_size(const nb_gemm *g0) {
+    gemm_plan pl = plan_of(g0);
+    const nb_gemm *g = &pl.g;
     int s = slot_of(g->dt);
     const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[s];
     int64_t kc = g->k > 0 ? kc_of(s, g->k) : 0;
@@ -50,28 +79,39 @@ size_t nb__gemm_ws_size(const nb_gemm *g) {
     return (bytes + 63) & ~(size_t)63;
 }
 
-/* One tile of C at (i, j) with rows x cols valid: straight into C when whole,
- * else through a buffer so the kernel still writes a full mr x nr tile. */
-static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *ap, const char *bp,
-                    int64_t ldb, char *c, int64_t ldc, int64_t rows, int64_t cols, bool accumulate) {
-    if (rows == kk->mr && cols == kk->nr) {
-        kk->tile(kc, ap, bp, ldb, c, ldc, accumulate);
+/* One tile of C at c (element strides crs, ccs) with rows x cols valid, by
+ * the full or (at most nr/2 columns) the half-width kernel: straight into C
+ * when that kernel's tile is whole with contiguous rows, else through a
+ * buffer so the kernel still writes its full tile. */
+static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *ap, const char *bp, int64_t ldb,
+                    char *c, int64_t crs, int64_t ccs, int64_t rows, int64_t cols, bool accumulate) {
+    bool half = 2 * cols <= kk->nr; /* a ragged last panel: the half-width tile */
+    void (*tile)(int64_t, const void *, const void *, int64_t, void *, int64_t, bool) = half ? kk->tile_half : kk->tile;
+    if (rows == kk->mr && cols == (half ? kk->nr / 2 : kk->nr) && ccs == 1) {
+        tile(kc, ap, bp, ldb, c, crs, accumulate);
         return;
     }
     _Alignas(64) char buf[TILE_MAX * sizeof(double)];
     memset(buf, 0, (size_t)(kk->mr * kk->nr) * es);
     size_t row_bytes = (size_t)cols * es, buf_ld = (size_t)kk->nr * es;
-    if (accumulate)
-        for (int64_t i = 0; i < rows; i++) memcpy(buf + i * buf_ld, c + i * ldc * es, row_bytes);
-    kk->tile(kc, ap, bp, ldb, buf, kk->nr, accumulate);
-    for (int64_t i = 0; i < rows; i++) memcpy(c + i * ldc * es, buf + i * buf_ld, row_bytes);
+    int64_t rb = crs * (int64_t)es, cb = ccs * (int64_t)es;
+    for (int64_t i = 0; i < rows && accumulate; i++) {
+        if (ccs == 1) memcpy(buf + i * buf_ld, c + i * rb, row_bytes);
+        else for (int64_t j = 0; j < cols; j++) memcpy(buf + i * buf_ld + j * es, c + i * rb + j * cb, es);
+    }
+    tile(kc, ap, bp, ldb, buf, kk->nr, accumulate);
+    for (int64_t i = 0; i < rows; i++) {
+        if (ccs == 1) memcpy(c + i * rb, buf + i * buf_ld, row_bytes);
+        else for (int64_t j = 0; j < cols; j++) memcpy(c + i * rb + j * cb, buf + i * buf_ld + j * es, es);
+    }
 }
 
 /* C[i0:i1, j0:j1] on the calling thread, packing into ws.  When B's rows are
  * contiguous and the block has at most DIRECT_M rows, the tiles read whole
  * nr-column panels of B in place: too few A panels would reuse a packed copy
  * to pay for it.  A ragged last panel is still packed (zero-padded). */
-static void gemm_block(const nb_gemm *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1, char *ws) {
+static void gemm_block(const gemm_plan *pl, int64_t i0, int64_t i1, int64_t j0, int64_t j1, char *ws) {
+    const nb_gemm *g = &pl->g;
     int s = slot_of(g->dt);
     const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[s];
     int64_t es = (int64_t)nb_dtype_size(g->dt), kcb = kc_of(s, g->k);
@@ -90,15 +130,16 @@ static void gemm_block(const nb_gemm *g, int64_t i0, int64_t i1, int64_t j0, int
                     for (int64_t jr = 0; jr < nc; jr += kk->nr)
                         tile_at(kk, (size_t)es, kc, apack + ir * kc * es,
                                 jr < nd ? bsrc + jr * es : bpack + jr * kc * es, jr < nd ? g->brs : kk->nr,
-                                (char *)g->c + ((ic + ir) * g->ldc + jc + jr) * es, g->ldc,
-                                min64(kk->mr, mc - ir), min64(kk->nr, nc - jr), pc > 0);
+                                (char *)g->c + ((ic + ir) * pl->crs + (jc + jr) * pl->ccs) * es, pl->crs,
+                                pl->ccs, min64(kk->mr, mc - ir), min64(kk->nr, nc - jr), pc > 0);
             }
         }
     }
 }
 
 typedef struct part_ctx {
-    const nb_gemm *g;
+    const gemm_plan *pl;
+    const nb_gemm *g; /* &pl->g */
     char *ws;
     size_t ws_stride;
     int tm, tn;            /* thread grid over (m, n) */
@@ -112,7 +153,7 @@ static void gemm_part(void *p, int64_t lo, int64_t hi, int tid) {
         int64_t ti = r / c->tn, tj = r % c->tn;
         int64_t i0 = ti * c->pm / c->tm * c->mr, i1 = min64(c->g->m, (ti + 1) * c->pm / c->tm * c->mr);
         int64_t j0 = tj * c->pn / c->tn * c->nr, j1 = min64(c->g->n, (tj + 1) * c->pn / c->tn * c->nr);
-        gemm_block(c->g, i0, i1, j0, j1, c->ws + (size_t)r * c->ws_stride);
+        gemm_block(c->pl, i0, i1, j0, j1, c->ws + (size_t)r * c->ws_stride);
     }
 }
 
@@ -139,16 +180,18 @@ static void choose_grid(part_ctx *c, int threads) {
         }
 }
 
-void nb__gemm(const nb_gemm *g, void *ws, int threads) {
-    size_t es = nb_dtype_size(g->dt);
-    if (g->m == 0 || g->n == 0) return;
-    if (g->k == 0) {
-        for (int64_t i = 0; i < g->m; i++) memset((char *)g->c + i * g->ldc * (int64_t)es, 0, (size_t)g->n * es);
+void nb__gemm(const nb_gemm *g0, void *ws, int threads) {
+    size_t es = nb_dtype_size(g0->dt);
+    if (g0->m == 0 || g0->n == 0) return;
+    if (g0->k == 0) {
+        for (int64_t i = 0; i < g0->m; i++) memset((char *)g0->c + i * g0->ldc * (int64_t)es, 0, (size_t)g0->n * es);
         return;
     }
+    gemm_plan pl = plan_of(g0);
+    const nb_gemm *g = &pl.g;
     const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[slot_of(g->dt)];
     NB_ASSERT(kk->mr * kk->nr <= TILE_MAX);
-    part_ctx c = {.g = g, .ws = ws, .ws_stride = nb__gemm_ws_size(g), .mr = kk->mr, .nr = kk->nr,
+    part_ctx c = {.pl = &pl, .g = g, .ws = ws, .ws_stride = nb__gemm_ws_size(g0), .mr = kk->mr, .nr = kk->nr,
                   .pm = ceil_div(g->m, kk->mr), .pn = ceil_div(g->n, kk->nr)};
     choose_grid(&c, threads < 1 ? 1 : threads);
     nb__parallel_chunks(c.tm * c.tn, c.tm * c.tn, gemm_part, &c);

@@ -3,10 +3,14 @@
  * axes, merges axes that are contiguous for every operand, then hands rows
  * of the innermost axis to a row function, with element ranges split across
  * the worker pool.  Broadcast (stride 0) and negative strides are plain
- * strides here, never materialized.
+ * strides here, never materialized.  The innermost axis is the one along
+ * which most operand bytes are contiguous, so a set of transposed inputs is
+ * read along its rows.
  */
 #include "iter.h"
 #include "pool.h"
+
+enum { MIN_ROW = 64 }; /* shortest axis worth making the inner one instead of the last */
 
 void nb__iter_init(nb_iter *it, int nops, const nb_tensor *const *ts) {
     const nb_tensor *o = ts[0];
@@ -27,6 +31,31 @@ void nb__iter_init(nb_iter *it, int nops, const nb_tensor *const *ts) {
         if (merge) it->shape[n - 1] *= o->shape[d];
         else it->shape[it->ndim++] = o->shape[d];
         for (int k = 0; k < nops; k++) it->bstride[k][it->ndim - 1] = ts[k]->stride[d] * es[k];
+    }
+    /* the innermost axis is the one of at least MIN_ROW positions along which
+     * the most operand bytes are contiguous (the last when tied): transposed
+     * inputs walk their own rows, with only the output strided */
+    int best = it->ndim - 1;
+    int64_t best_bytes = -1;
+    for (int d = it->ndim - 1; d >= 0; d--) {
+        if (d < it->ndim - 1 && it->shape[d] < MIN_ROW) continue;
+        int64_t bytes = 0;
+        for (int k = 0; k < nops; k++) bytes += it->bstride[k][d] == es[k] ? es[k] : 0;
+        if (bytes > best_bytes) {
+            best_bytes = bytes;
+            best = d;
+        }
+    }
+    if (best != it->ndim - 1) { /* rotate axis best to the end */
+        int last = it->ndim - 1;
+        int64_t sh = it->shape[best], bs[NB_ITER_MAX_OPS];
+        for (int k = 0; k < nops; k++) bs[k] = it->bstride[k][best];
+        for (int d = best; d < last; d++) {
+            it->shape[d] = it->shape[d + 1];
+            for (int k = 0; k < nops; k++) it->bstride[k][d] = it->bstride[k][d + 1];
+        }
+        it->shape[last] = sh;
+        for (int k = 0; k < nops; k++) it->bstride[k][last] = bs[k];
     }
     if (it->ndim == 0) { /* scalar or all-ones shape: one row of one element */
         it->ndim = 1;

@@ -105,7 +105,9 @@ static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64
  * C[MR x NR] = (accumulate ? C : 0) + A_panel . B_panel, NR = NV vectors of
  * W lanes.  The accumulators are an array indexed by constants after full
  * unrolling, so gcc keeps them in registers (checked: no spills).  The
- * tile's C rows are prefetched before the k loop, B NB_GEMM_PF steps ahead. */
+ * tile's C rows are prefetched before the k loop, B NB_GEMM_PF steps ahead.
+ * Each ISA also has a half-width tile (NV / 2 vectors) for ragged last
+ * panels. */
 #define NB_GEMM_PREFETCH(p) __builtin_prefetch((const void *)(p))
 #define NB_GEMM_PF 8
 #define NB_GEMM_TILE(NAME, T, V, W, MR, NV, VZERO, VLOAD, VSTORE, VSET1, VFMA, VADD)     \
@@ -141,10 +143,13 @@ static inline __attribute__((always_inline)) void gemm_tr_f64(double *dst, int64
 #define NB_GEMM_NV_f32 2
 #define NB_GEMM_MR_f64 8
 #define NB_GEMM_NV_f64 2
-NB_GEMM_TILE(gemm_tile_f32, float, __m512, 16, NB_GEMM_MR_f32, NB_GEMM_NV_f32, _mm512_setzero_ps(),
-             _mm512_loadu_ps, _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)
-NB_GEMM_TILE(gemm_tile_f64, double, __m512d, 8, NB_GEMM_MR_f64, NB_GEMM_NV_f64, _mm512_setzero_pd(),
-             _mm512_loadu_pd, _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd)
+#define NB_GEMM_TILES_512(NAME, NV32, NV64)                                                        \
+    NB_GEMM_TILE(NAME##_f32, float, __m512, 16, NB_GEMM_MR_f32, NV32, _mm512_setzero_ps(), _mm512_loadu_ps, \
+                 _mm512_storeu_ps, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps)          \
+    NB_GEMM_TILE(NAME##_f64, double, __m512d, 8, NB_GEMM_MR_f64, NV64, _mm512_setzero_pd(), _mm512_loadu_pd, \
+                 _mm512_storeu_pd, _mm512_set1_pd, _mm512_fmadd_pd, _mm512_add_pd)
+NB_GEMM_TILES_512(gemm_tile, NB_GEMM_NV_f32, NB_GEMM_NV_f64)
+NB_GEMM_TILES_512(gemm_tile_half, NB_GEMM_NV_f32 / 2, NB_GEMM_NV_f64 / 2)
 #define NB_GEMM_W_f32 16
 #define NB_GEMM_W_f64 8
 #elif defined(__AVX2__)
@@ -152,10 +157,13 @@ NB_GEMM_TILE(gemm_tile_f64, double, __m512d, 8, NB_GEMM_MR_f64, NB_GEMM_NV_f64, 
 #define NB_GEMM_NV_f32 2
 #define NB_GEMM_MR_f64 6
 #define NB_GEMM_NV_f64 2
-NB_GEMM_TILE(gemm_tile_f32, float, __m256, 8, NB_GEMM_MR_f32, NB_GEMM_NV_f32, _mm256_setzero_ps(),
-             _mm256_loadu_ps, _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)
-NB_GEMM_TILE(gemm_tile_f64, double, __m256d, 4, NB_GEMM_MR_f64, NB_GEMM_NV_f64, _mm256_setzero_pd(),
-             _mm256_loadu_pd, _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd)
+#define NB_GEMM_TILES_256(NAME, NV32, NV64)                                                        \
+    NB_GEMM_TILE(NAME##_f32, float, __m256, 8, NB_GEMM_MR_f32, NV32, _mm256_setzero_ps(), _mm256_loadu_ps, \
+                 _mm256_storeu_ps, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_add_ps)          \
+    NB_GEMM_TILE(NAME##_f64, double, __m256d, 4, NB_GEMM_MR_f64, NV64, _mm256_setzero_pd(), _mm256_loadu_pd, \
+                 _mm256_storeu_pd, _mm256_set1_pd, _mm256_fmadd_pd, _mm256_add_pd)
+NB_GEMM_TILES_256(gemm_tile, NB_GEMM_NV_f32, NB_GEMM_NV_f64)
+NB_GEMM_TILES_256(gemm_tile_half, NB_GEMM_NV_f32 / 2, NB_GEMM_NV_f64 / 2)
 #define NB_GEMM_W_f32 8
 #define NB_GEMM_W_f64 4
 #else
@@ -169,10 +177,13 @@ NB_GEMM_TILE(gemm_tile_f64, double, __m256d, 4, NB_GEMM_MR_f64, NB_GEMM_NV_f64, 
 #define NB_GEMM_NV_f32 4
 #define NB_GEMM_MR_f64 4
 #define NB_GEMM_NV_f64 4
-NB_GEMM_TILE(gemm_tile_f32, float, float, 1, NB_GEMM_MR_f32, NB_GEMM_NV_f32, 0.0f, NB_S_LOAD,
-             NB_S_STORE, NB_S_SET1, NB_S_FMA, NB_S_ADD)
-NB_GEMM_TILE(gemm_tile_f64, double, double, 1, NB_GEMM_MR_f64, NB_GEMM_NV_f64, 0.0, NB_S_LOAD,
-             NB_S_STORE, NB_S_SET1, NB_S_FMA, NB_S_ADD)
+#define NB_GEMM_TILES_1(NAME, NV32, NV64)                                                          \
+    NB_GEMM_TILE(NAME##_f32, float, float, 1, NB_GEMM_MR_f32, NV32, 0.0f, NB_S_LOAD, NB_S_STORE, NB_S_SET1, \
+                 NB_S_FMA, NB_S_ADD)                                                      \
+    NB_GEMM_TILE(NAME##_f64, double, double, 1, NB_GEMM_MR_f64, NV64, 0.0, NB_S_LOAD, NB_S_STORE, NB_S_SET1, \
+                 NB_S_FMA, NB_S_ADD)
+NB_GEMM_TILES_1(gemm_tile, NB_GEMM_NV_f32, NB_GEMM_NV_f64)
+NB_GEMM_TILES_1(gemm_tile_half, NB_GEMM_NV_f32 / 2, NB_GEMM_NV_f64 / 2)
 #define NB_GEMM_W_f32 1
 #define NB_GEMM_W_f64 1
 #endif
@@ -184,4 +195,5 @@ NB_GEMM_PACK(gemm_pack_b_f64, double, NB_GEMM_NV_f64 * NB_GEMM_W_f64, NB_GEMM_TB
 
 #define NB_GEMM_KERN(SFX)                                                                 \
     {.mr = NB_GEMM_MR_##SFX, .nr = NB_GEMM_NV_##SFX * NB_GEMM_W_##SFX,                    \
-     .pack_a = gemm_pack_a_##SFX, .pack_b = gemm_pack_b_##SFX, .tile = gemm_tile_##SFX}
+     .pack_a = gemm_pack_a_##SFX, .pack_b = gemm_pack_b_##SFX, .tile = gemm_tile_##SFX,             \
+     .tile_half = gemm_tile_half_##SFX}

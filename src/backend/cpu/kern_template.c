@@ -293,6 +293,9 @@ EXTREME(double, nb_vf64, nb_vm64, min, <)
 /* ---- GEMM tiles and packing ---- */
 #include "kern_gemm_template.c"
 
+/* ---- where, comparisons, logical ops ---- */
+#include "kern_mask_template.c"
+
 #define NB_TAB_U_UNARY(E) [NB_OP_##E] = {u_##E##_f32, u_##E##_f64},
 #define NB_TAB_B_BINARY(E) [NB_OP_##E] = {b_##E##_f32, b_##E##_f64},
 
@@ -344,4 +347,7 @@ const nb_cpu_kernels NB_KTABLE = {
     .acc_f64 = acc_double,
     .extreme = {{min_float, min_double}, {max_float, max_double}},
     .gemm = {NB_GEMM_KERN(f32), NB_GEMM_KERN(f64)},
+    .where = NB_WHERE_TABLE,
+    .compare = NB_CMP_TABLE,
+    .logic = NB_LOGIC_TABLE,
 };

@@ -25,6 +25,8 @@ typedef void (*nb_k_binary)(int64_t n, char *o, int64_t os, const char *a, int64
  *    (accumulate ? C : 0) + sum over p < kc of a[p][i] * b[p*ldb + j] from
  *    one packed A panel and nr contiguous B values per step, ldb apart (a
  *    packed B panel: ldb = nr), kc >= 1.
+ *  - tile_half: the same for the mr x nr/2 tile of the first nr/2 columns
+ *    (a ragged last panel of at most nr/2 columns: half the FMAs).
  */
 typedef struct nb_gemm_kern {
     int mr, nr;
@@ -32,7 +34,37 @@ typedef struct nb_gemm_kern {
     void (*pack_b)(void *dst, const void *src, int64_t rs, int64_t ps, int64_t len, int64_t kc);
     void (*tile)(int64_t kc, const void *a, const void *b, int64_t ldb, void *c, int64_t ldc,
                  bool accumulate);
+    void (*tile_half)(int64_t kc, const void *a, const void *b, int64_t ldb, void *c, int64_t ldc,
+                      bool accumulate);
 } nb_gemm_kern;
+
+/**
+ * Mask kernels over n CONTIGUOUS elements (kern_mask_template.c); the CPU
+ * backend stages strided and broadcast operands.  An element is true when
+ * (its bits & mask) != 0; nb__truth_mask gives the mask of a dtype.
+ *  - where: o = c ? a : b, bit copies of the element size;
+ *  - compare: o = a OP b as 0/1 bytes, a and b of one dtype;
+ *  - logic: o = a OP b on truth values as 0/1 bytes (NOT ignores b).
+ */
+typedef void (*nb_k_where)(int64_t n, void *o, const void *c, uint64_t cmask, const void *a, const void *b);
+typedef void (*nb_k_compare)(int64_t n, uint8_t *o, const void *a, const void *b);
+typedef void (*nb_k_logic)(int64_t n, uint8_t *o, const void *a, const void *b, uint64_t mask);
+
+/** Rows of the logic table. */
+enum { NB_LOGIC_AND, NB_LOGIC_OR, NB_LOGIC_XOR, NB_LOGIC_NOT, NB_LOGIC_COUNT };
+
+/** The bits of a dtype-dt element that make it nonzero: all but a float's sign bit. */
+static inline uint64_t nb__truth_mask(nb_dtype dt) {
+    switch (dt) {
+    case NB_F32: return 0x7fffffffu;
+    case NB_F64: return 0x7fffffffffffffffu;
+    case NB_F16: case NB_BF16: return 0x7fffu;
+    default: return ~(uint64_t)0;
+    }
+}
+
+/** log2 of an element size of 1, 2, 4 or 8 bytes. */
+static inline int nb__size_log2(size_t es) { return es == 1 ? 0 : es == 2 ? 1 : es == 4 ? 2 : 3; }
 
 typedef struct nb_cpu_kernels {
     const char *isa;
@@ -49,6 +81,11 @@ typedef struct nb_cpu_kernels {
     double (*extreme[2][2])(int64_t n, const void *x);
     /** GEMM building blocks (kern_gemm_template.c), driven by gemm.c; slot 0 = f32, 1 = f64. */
     nb_gemm_kern gemm[2];
+    /** Mask kernels: where by [log2 element size][log2 condition size], compare by
+     *  [op - NB_OP_EQ][dtype] (NULL for f16 / bf16), logic by [NB_LOGIC_*][log2 size]. */
+    nb_k_where where[4][4];
+    nb_k_compare compare[6][NB_DTYPE_COUNT];
+    nb_k_logic logic[NB_LOGIC_COUNT][4];
 } nb_cpu_kernels;
 
 extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_avx512;
