@@ -85,7 +85,10 @@ typedef enum nb_status {
  * The error pending on this thread, NB_OK if none since nb_clear_error().
  * The error is sticky: tensor-returning ops keep the FIRST pending error (so
  * a chain reports its root cause) and success never clears it; functions
- * returning nb_status replace it with their own.  Call nb_clear_error()
+ * returning nb_status report their own failure (status and message, replacing
+ * the pending error) and on success leave the pending error as it was; a
+ * backward pass returns the failure of any op inside it whatever was
+ * pending before (it never drops a gradient silently).  Call nb_clear_error()
  * before a call whose failure you want to inspect in isolation.
  */
 nb_status nb_last_status(void);
