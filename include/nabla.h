@@ -534,7 +534,9 @@ nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keep
  * Inclusive prefix sum / product along one axis (same shape; torch.cumsum /
  * torch.cumprod).  Bool and integer inputs give i64.  A rank-0 x accepts
  * axis 0 or -1 and is returned as is (torch).  The gradient of cumprod is
- * exact where x has zeros.  Errors: NB_ERR_AXIS.
+ * exact where x has zeros, at every order: under create_graph with a zero in
+ * x it takes the O(L^2) form of torch's cumprod_backward (L the axis length).
+ * Errors: NB_ERR_AXIS.
  */
 nb_tensor *nb_cumsum(nb_tensor *x, int axis);
 nb_tensor *nb_cumprod(nb_tensor *x, int axis);
