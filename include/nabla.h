@@ -110,6 +110,10 @@ const char *nb_status_name(nb_status s);
  * on overflow like PyTorch (u8 0 - 1 = 255, i64 max + 1 = i64 min).  Where
  * PyTorch raises instead, nabla returns a value: integer remainder by 0 is 0,
  * a negative integer power is 0 (1 for base 1, +-1 for base -1).
+ * Conversions between integer (and bool) types, in nb_cast and in promotion,
+ * are exact and wrap into a narrower type (i64 300 -> u8 44), as PyTorch;
+ * C integer scalars (the _si forms) keep all 64 bits, never passing through
+ * double: u8 250 + 300 = 38, i32 x + 2^32 = x, i64 2^53 + (2^53 + 1) exact.
  * Conversions from float to integer (nb_cast, nb_full, nb_arange, …)
  * truncate toward zero and SATURATE at the type's range, NaN -> 0 — C leaves
  * those cases undefined and PyTorch's result is platform-specific.

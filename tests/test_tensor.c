@@ -1124,6 +1124,73 @@ static void integer_arithmetic_exact_and_wraps(void **state) {
     assert_true(r[0] == -343 && r[1] == 0 && r[2] == 1 && r[3] == INT64_MIN); /* 7^-3 -> 0 (documented); 2^63 wraps */
 }
 
+/* C integer scalars stay exact (never through double) and convert into an
+ * integer operand's dtype wrapping around, as do integer casts; the expected
+ * values are PyTorch 2.x's (torch.tensor(...) op python_int, .to(dtype)).
+ * On both backends. */
+static void integer_scalars_exact_and_wrap(void **state) {
+    (void)state;
+    const int64_t p53 = (int64_t)1 << 53;
+    for (int d = 0; d < 2; d++) {
+        nb_device dev = d ? NB_REF : NB_CPU;
+        uint8_t u = 250, ug;
+        nb_tensor *xu = NBT(nb_to_device(NBT(nb_from_data(&u, NB_SHAPE(1), NB_U8)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_add(xu, 300)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 38); /* 300 -> 44 in u8; 250 + 44 = 294 -> 38 */
+        assert_int_equal(nb_copy_to_host(NBT(nb_mul(xu, 300)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 248);
+        assert_true(nbt_at(NBT(nb_gt(xu, 300)), 0) == 1); /* compared with 44, as torch */
+        int8_t i8 = 7, i8g;
+        nb_tensor *x8 = NBT(nb_to_device(NBT(nb_from_data(&i8, NB_SHAPE(1), NB_I8)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_sub(x8, 300)), &i8g, 1), NB_OK);
+        assert_int_equal(i8g, -37);
+        int32_t v[3] = {0, 1, 2}, vg[3];
+        nb_tensor *x32 = NBT(nb_to_device(NBT(nb_from_data(v, NB_SHAPE(3), NB_I32)), dev));
+        nb_tensor *r32 = NBT(nb_add(x32, (int64_t)1 << 32));
+        assert_int_equal(nb_dtype_of(r32), NB_I32);
+        assert_int_equal(nb_copy_to_host(r32, vg, sizeof vg), NB_OK);
+        assert_true(vg[0] == 0 && vg[1] == 1 && vg[2] == 2);
+        assert_int_equal(nb_copy_to_host(NBT(nb_add(x32, ((int64_t)1 << 40) + 3)), vg, sizeof vg), NB_OK);
+        assert_true(vg[0] == 3 && vg[2] == 5);
+        /* int64 with 2^53 + 1: exact arithmetic and comparisons */
+        int64_t w = p53, wg;
+        nb_tensor *x64 = NBT(nb_to_device(NBT(nb_from_data(&w, NB_SHAPE(1), NB_I64)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_add(x64, p53 + 1)), &wg, 8), NB_OK);
+        assert_true(wg == 2 * p53 + 1);
+        assert_int_equal(nb_copy_to_host(NBT(nb_sub(x64, p53 + 1)), &wg, 8), NB_OK);
+        assert_true(wg == -1);
+        assert_true(nbt_at(NBT(nb_eq(x64, p53 + 1)), 0) == 0);
+        assert_true(nbt_at(NBT(nb_ne(x64, p53 + 1)), 0) == 1);
+        assert_true(nbt_at(NBT(nb_lt(x64, p53 + 1)), 0) == 1);
+        assert_true(nbt_at(NBT(nb_ge(x64, p53 + 1)), 0) == 0);
+        assert_int_equal(nb_copy_to_host(NBT(nb_maximum(x64, p53 + 1)), &wg, 8), NB_OK);
+        assert_true(wg == p53 + 1);
+        /* a rank-0 i64 tensor converts into u8 the same way (torch: maximum(u8 5, tensor(300)) = 44) */
+        uint8_t five = 5;
+        nb_tensor *r0 = NBT(nb_to_device(NBT(nb_full(NULL, 0, 300, NB_I64)), dev));
+        nb_tensor *x5 = NBT(nb_to_device(NBT(nb_from_data(&five, NB_SHAPE(1), NB_U8)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_maximum(x5, r0)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 44);
+        /* integer casts wrap: [300, -1, 2^32 + 5] -> u8 [44, 255, 5], i32 [300, -1, 5] */
+        int64_t c[3] = {300, -1, ((int64_t)1 << 32) + 5};
+        uint8_t cu[3];
+        int32_t ci[3];
+        nb_tensor *xc = NBT(nb_to_device(NBT(nb_from_data(c, NB_SHAPE(3), NB_I64)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_cast(xc, NB_U8)), cu, 3), NB_OK);
+        assert_true(cu[0] == 44 && cu[1] == 255 && cu[2] == 5);
+        assert_int_equal(nb_copy_to_host(NBT(nb_cast(xc, NB_I32)), ci, sizeof ci), NB_OK);
+        assert_true(ci[0] == 300 && ci[1] == -1 && ci[2] == 5);
+        /* an int scalar with a float tensor still promotes to the tensor's float dtype */
+        float f = 1.5f, fg;
+        nb_tensor *xf = NBT(nb_to_device(NBT(nb_from_data(&f, NB_SHAPE(1), NB_F32)), dev));
+        nb_tensor *rf = NBT(nb_add(xf, p53 + 1));
+        assert_int_equal(nb_dtype_of(rf), NB_F32);
+        assert_int_equal(nb_copy_to_host(rf, &fg, 4), NB_OK);
+        assert_true(fg == 0x1p53f); /* 1.5 + 2^53 rounds to 2^53 in f32 */
+        assert_int_equal(nb_dtype_of(NBT(nb_add(x32, 2.5))), NB_F32);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(dtype_names_sizes, nbt_setup, nbt_teardown),
@@ -1134,6 +1201,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(float_to_int_conversion, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cast_round_trips, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(integer_arithmetic_exact_and_wraps, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(integer_scalars_exact_and_wrap, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(views_share_and_write_through, nbt_setup, nbt_teardown),
         cmocka_unit_test(from_blob_borrow),
         cmocka_unit_test_setup_teardown(rank0_scalars, nbt_setup, nbt_teardown),

@@ -175,6 +175,10 @@ int64_t nb__load_i64(const void *p, nb_dtype dt);
  *  PyTorch's integer arithmetic does; bool stores v != 0.  Float dtypes convert. */
 void nb__store_i64(void *p, nb_dtype dt, int64_t v);
 void nb__store(void *p, nb_dtype dt, double v);
+/** One element converted from sdt to ddt as a cast does (torch): between integer and bool
+ *  dtypes exactly, wrapping into a narrower type (two's complement, 300 → 44 in u8);
+ *  otherwise through double as nb__store (float → integer truncates and saturates). */
+void nb__convert(void *dst, nb_dtype ddt, const void *src, nb_dtype sdt);
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);
 float nb__bf16_to_f32(uint16_t h);
