@@ -410,7 +410,12 @@ char *nb_to_string(const nb_tensor *t);
 
 /* ------------------------------------------------------------------------ */
 /* In-place updates (not recorded by autograd; NB_ERR_STATE when t requires
- * grad while recording is on, as in PyTorch for leaves).                    */
+ * grad while recording is on, as in PyTorch for leaves).  These and nb_set /
+ * nb_copy_from_host refuse (NB_ERR_ARG, naming shape and strides) a
+ * destination whose elements may share an address: a stride-0 axis of more
+ * than one element, or strides that let axes overlap (conservative: with the
+ * axes sorted by |stride|, each stride must pass what the inner axes reach;
+ * only nb_as_strided builds a distinct layout that fails this).              */
 /* ------------------------------------------------------------------------ */
 
 /** dst[...] = src broadcast to dst's shape, converted to dst's dtype. */

@@ -1191,6 +1191,87 @@ static void integer_scalars_exact_and_wrap(void **state) {
     }
 }
 
+/* In-place writers refuse a destination whose elements may share an address
+ * (stride 0 on an axis of more than one element, or strides that let axes
+ * overlap) and leave it untouched; views with distinct elements — negative,
+ * gapped, permuted or column-major strides — are written at the addresses
+ * their strides name. */
+typedef struct { int ndim; int64_t shape[3], stride[3], offset; } layout;
+
+static nb_tensor *view_of(nb_tensor *base, const layout *l) {
+    return NBT(nb_as_strided(base, l->shape, l->stride, l->ndim, l->offset));
+}
+
+static void inplace_refuses_overlapping_destinations(void **state) {
+    (void)state;
+    const layout overlapping[] = {
+        {2, {3, 2}, {1, 1}, 0},      /* the example: rows overlap by one */
+        {2, {2, 3}, {2, 1}, 0},      /* row 0 ends where row 1 starts */
+        {1, {4}, {0}, 0},            /* stride 0 */
+        {3, {2, 2, 2}, {4, 1, 1}, 0},
+        {2, {3, 2}, {-1, 1}, 4},     /* negative strides overlapping */
+        {2, {3, 3}, {3, 2}, 0},      /* 0 3 6 / 2 5 8 / 4 7 10: distinct but interleaved: refused (conservative) */
+    };
+    nb_tensor *base = NBT(nb_zeros(NB_SHAPE(32), NB_F64)), *one = NBT(nb_ones(NULL, 0, NB_F64));
+    for (size_t k = 0; k < sizeof overlapping / sizeof *overlapping; k++) {
+        nb_tensor *v = view_of(base, &overlapping[k]);
+        double buf[27] = {0};
+        assert_int_equal(nb_copy_(v, one), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "copy_");
+        assert_int_equal(nb_fill_(v, 2), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "fill_");
+        assert_int_equal(nb_add_(v, one, 1), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "add_");
+        assert_int_equal(nb_mul_scalar_(v, 2), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "mul_scalar_");
+        assert_int_equal(nb_copy_from_host(v, buf, (size_t)nb_numel(v) * sizeof(double)), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "copy_from_host");
+    }
+    nb_tensor *v = view_of(base, &overlapping[0]);
+    assert_int_equal(nb_copy_(v, one), NB_ERR_ARG);
+    assert_non_null(strstr(nb_last_message(), "[3, 2]"));
+    assert_non_null(strstr(nb_last_message(), "strides [1, 1]"));
+    nb_clear_error();
+    for (int i = 0; i < 32; i++) assert_true(nbt_at(base, i) == 0); /* untouched */
+
+    const layout distinct[] = {
+        {2, {2, 3}, {1, 2}, 0},      /* column-major */
+        {2, {2, 2}, {5, 2}, 1},      /* gaps */
+        {2, {3, 2}, {2, 5}, 0},      /* 0 5 / 2 7 / 4 9: strides out of order, no overlap */
+        {2, {3, 4}, {-4, 1}, 8},     /* rows reversed */
+        {2, {3, 4}, {4, -1}, 3},     /* columns reversed */
+        {3, {2, 3, 2}, {1, 4, 2}, 0}, /* permuted */
+        {3, {2, 1, 3}, {3, 0, 1}, 0}, /* stride 0 on an axis of one element */
+        {2, {0, 3}, {0, 0}, 0},      /* empty */
+    };
+    for (size_t k = 0; k < sizeof distinct / sizeof *distinct; k++) {
+        const layout *l = &distinct[k];
+        nb_tensor *b = NBT(nb_zeros(NB_SHAPE(32), NB_F64)), *w = view_of(b, l);
+        int64_t n = nb_numel(w);
+        nb_tensor *src = NBT(nb_reshape(NBT(nb_arange(1, (double)n + 1, 1, NB_F64)), l->shape, l->ndim));
+        assert_int_equal(nb_copy_(w, src), NB_OK);
+        assert_int_equal(nb_add_(w, src, 1), NB_OK);     /* 2 (i + 1) */
+        assert_int_equal(nb_mul_scalar_(w, 0.5), NB_OK); /* i + 1 */
+        double want[32] = {0};
+        for (int64_t i = 0; i < n; i++) { /* the address of row-major element i from the strides */
+            int64_t off = l->offset, r = i;
+            for (int d = l->ndim - 1; d >= 0; d--) {
+                off += (r % l->shape[d]) * l->stride[d];
+                r /= l->shape[d];
+            }
+            want[off] = (double)(i + 1);
+        }
+        assert_values(b, want, 32);
+        assert_int_equal(nb_fill_(w, 7), NB_OK);
+        assert_int_equal(nb_last_status(), NB_OK);
+    }
+    /* the views nabla makes: flip, transpose, step slices */
+    nb_tensor *m = NBT(nb_zeros(NB_SHAPE(4, 6), NB_F64));
+    nb_tensor *views[] = {NBT(nb_flip(m, (int[]){0, 1}, 2)), NBT(nb_t(m)),
+                          NBT(nb_slice(NBT(nb_t(m)), 0, NB_END, NB_END, -2))};
+    for (int k = 0; k < 3; k++) assert_int_equal(nb_fill_(views[k], k + 1), NB_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(dtype_names_sizes, nbt_setup, nbt_teardown),
@@ -1202,6 +1283,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(cast_round_trips, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(integer_arithmetic_exact_and_wraps, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(integer_scalars_exact_and_wrap, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(inplace_refuses_overlapping_destinations, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(views_share_and_write_through, nbt_setup, nbt_teardown),
         cmocka_unit_test(from_blob_borrow),
         cmocka_unit_test_setup_teardown(rank0_scalars, nbt_setup, nbt_teardown),

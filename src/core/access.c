@@ -1,11 +1,38 @@
 /* access.c — element access (get, set, item), host copies, and the in-place updates (copy_, fill_, add_, mul_scalar_). */
 #include "../backend/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+/* True when t's elements provably sit at distinct addresses: with the axes of
+ * more than one element sorted by |stride|, each stride passes the farthest
+ * offset the axes inside it reach.  Conservative: a layout that fails may
+ * still be free of overlap (only nb_as_strided builds such layouts). */
+static bool distinct_elements(const nb_tensor *t, int *axis) {
+    int ax[NB_MAX_DIMS], n = 0;
+    if (nb__numel(t) == 0) return true;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1) {
+            int k = n++;
+            for (; k > 0 && llabs(t->stride[ax[k - 1]]) > llabs(t->stride[d]); k--) ax[k] = ax[k - 1];
+            ax[k] = d;
+        }
+    int64_t reach = 0; /* largest offset spanned by the axes taken so far */
+    for (int k = 0; k < n; k++) {
+        int64_t st = llabs(t->stride[ax[k]]);
+        if (st <= reach) {
+            *axis = ax[k];
+            return false;
+        }
+        reach += st * (t->shape[ax[k]] - 1); /* bounded by the storage size (as_strided checks) */
+    }
+    return true;
+}
+
 /* Checks shared by every write into an existing tensor: not NULL, not tracked while
- * recording (PyTorch's leaf rule), and no two elements aliasing one address (a
- * stride-0 axis), which would make the result depend on thread scheduling. */
+ * recording (PyTorch's leaf rule), and no two elements that may alias one address
+ * (a stride-0 axis, or strides that let axes overlap), which would make the result
+ * depend on thread scheduling. */
 static bool inplace_ok(const char *op, nb_tensor *t) {
     if (!t) {
         nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
@@ -15,12 +42,12 @@ static bool inplace_ok(const char *op, nb_tensor *t) {
         nb__error_set(NB_ERR_STATE, "%s: in-place update of a tensor that requires grad while recording (use no_grad)", op);
         return false;
     }
-    for (int d = 0; d < t->ndim; d++)
-        if (t->stride[d] == 0 && t->shape[d] > 1) {
-            nb__error_set(NB_ERR_ARG, "%s: destination %s has more than one element at one memory location (axis %d has stride 0); clone it first",
-                          op, NB_SHAPE_STR(t), d);
-            return false;
-        }
+    int d;
+    if (!distinct_elements(t, &d)) {
+        nb__error_set(NB_ERR_ARG, "%s: destination %s with strides %s may have more than one element at one memory location (axis %d, stride %lld); clone it first",
+                      op, NB_SHAPE_STR(t), NB_DIMS_STR(t->stride, t->ndim), d, (long long)t->stride[d]);
+        return false;
+    }
     return true;
 }
 
