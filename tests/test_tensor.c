@@ -1180,6 +1180,9 @@ static void integer_scalars_exact_and_wrap(void **state) {
         assert_true(cu[0] == 44 && cu[1] == 255 && cu[2] == 5);
         assert_int_equal(nb_copy_to_host(NBT(nb_cast(xc, NB_I32)), ci, sizeof ci), NB_OK);
         assert_true(ci[0] == 300 && ci[1] == -1 && ci[2] == 5);
+        /* a double value converts as nb_full does: saturating (documented) */
+        assert_int_equal(nb_copy_to_host(NBT(nb_masked_fill(xu, NBT(nb_to_device(NBT(nb_scalar(1, NB_BOOL)), dev)), 300.0)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 255);
         /* an int scalar with a float tensor still promotes to the tensor's float dtype */
         float f = 1.5f, fg;
         nb_tensor *xf = NBT(nb_to_device(NBT(nb_from_data(&f, NB_SHAPE(1), NB_F32)), dev));

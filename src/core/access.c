@@ -161,7 +161,7 @@ static nb_status copy_impl(nb_tensor *dst, nb_tensor *src) {
 
 static nb_status fill_impl(nb_tensor *t, double value) {
     if (!inplace_ok("fill_", t)) return nb_last_status();
-    nb_tensor *v = nb__weak_scalar(value, false, t->storage->device);
+    nb_tensor *v = nb__weak_scalar(value, t->storage->device);
     if (!v) return nb_last_status();
     nb_status st = copy_impl(t, v);
     nb_release(v);

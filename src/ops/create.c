@@ -56,8 +56,7 @@ nb_tensor *nb__weak_int(int64_t v, nb_device dev) {
     return t;
 }
 
-nb_tensor *nb__weak_scalar(double v, bool is_int, nb_device dev) {
-    if (is_int) return nb__weak_int((int64_t)v, dev);
+nb_tensor *nb__weak_scalar(double v, nb_device dev) {
     nb_tensor *t = filled("scalar", NULL, 0, NB_F64, v, dev);
     if (t) t->weak = true;
     return t;

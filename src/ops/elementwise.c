@@ -160,7 +160,7 @@ nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi) {
 /* a (op) the C number f, or the C integer i when is_int (kept exact, never through double) */
 static nb_tensor *with_scalar(nb_op op, nb_tensor *a, double f, bool is_int, int64_t i) {
     NB_CHECK_ARG(nb__ops[op].name, a);
-    nb_tensor *s = is_int ? nb__weak_int(i, a->storage->device) : nb__weak_scalar(f, false, a->storage->device);
+    nb_tensor *s = is_int ? nb__weak_int(i, a->storage->device) : nb__weak_scalar(f, a->storage->device);
     nb_tensor *r = s ? nb__binary(op, a, s) : NULL;
     nb_release(s);
     return nb__own(r);
@@ -219,8 +219,7 @@ nb_tensor *nb_masked_fill(nb_tensor *x, nb_tensor *mask, double value) {
         return NULL;
     }
     NB_COMPOSITE_BEGIN();
-    bool integral = !nb_dtype_is_float(x->dtype) && value >= -0x1p63 && value < 0x1p63 && value == (double)(int64_t)value;
-    nb_tensor *v = nb__own(nb__weak_scalar(value, integral, x->storage->device));
-    nb_tensor *vc = nb_cast(v, x->dtype);
-    NB_COMPOSITE_RETURN(nb_where(mask, vc, x));
+    /* value converted into x's dtype as nb_full does (float to integer saturates) */
+    nb_tensor *v = nb__own(nb__full_on(NULL, 0, value, x->dtype, x->storage->device));
+    NB_COMPOSITE_RETURN(nb_where(mask, v, x));
 }

@@ -63,9 +63,8 @@ nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt);
 nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1);
 /** Binary elementwise op with broadcasting and promotion (unscoped result). */
 nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b);
-/** A weak rank-0 scalar (wrapped C number) on dev: f64, or i64 when is_int (v integral,
- *  within int64's range). */
-nb_tensor *nb__weak_scalar(double v, bool is_int, nb_device dev);
+/** A weak rank-0 f64 scalar (a wrapped C floating-point number) on dev. */
+nb_tensor *nb__weak_scalar(double v, nb_device dev);
 /** A weak rank-0 i64 scalar holding v exactly (a C integer: converts into an operand's
  *  integer dtype wrapping around, as torch). */
 nb_tensor *nb__weak_int(int64_t v, nb_device dev);
