@@ -85,7 +85,10 @@ typedef enum nb_status {
  * The error pending on this thread, NB_OK if none since nb_clear_error().
  * The error is sticky: tensor-returning ops keep the FIRST pending error (so
  * a chain reports its root cause) and success never clears it; functions
- * returning nb_status replace it with their own.  Call nb_clear_error()
+ * returning nb_status report their own failure (status and message, replacing
+ * the pending error) and on success leave the pending error as it was; a
+ * backward pass returns the failure of any op inside it whatever was
+ * pending before (it never drops a gradient silently).  Call nb_clear_error()
  * before a call whose failure you want to inspect in isolation.
  */
 nb_status nb_last_status(void);
@@ -107,6 +110,10 @@ const char *nb_status_name(nb_status s);
  * on overflow like PyTorch (u8 0 - 1 = 255, i64 max + 1 = i64 min).  Where
  * PyTorch raises instead, nabla returns a value: integer remainder and fmod by 0 are 0,
  * a negative integer power is 0 (1 for base 1, +-1 for base -1).
+ * Conversions between integer (and bool) types, in nb_cast and in promotion,
+ * are exact and wrap into a narrower type (i64 300 -> u8 44), as PyTorch;
+ * C integer scalars (the _si forms) keep all 64 bits, never passing through
+ * double: u8 250 + 300 = 38, i32 x + 2^32 = x, i64 2^53 + (2^53 + 1) exact.
  * Conversions from float to integer (nb_cast, nb_full, nb_arange, …)
  * truncate toward zero and SATURATE at the type's range, NaN -> 0 — C leaves
  * those cases undefined and PyTorch's result is platform-specific.
@@ -407,7 +414,12 @@ char *nb_to_string(const nb_tensor *t);
 
 /* ------------------------------------------------------------------------ */
 /* In-place updates (not recorded by autograd; NB_ERR_STATE when t requires
- * grad while recording is on, as in PyTorch for leaves).                    */
+ * grad while recording is on, as in PyTorch for leaves).  These and nb_set /
+ * nb_copy_from_host refuse (NB_ERR_ARG, naming shape and strides) a
+ * destination whose elements may share an address: a stride-0 axis of more
+ * than one element, or strides that let axes overlap (conservative: with the
+ * axes sorted by |stride|, each stride must pass what the inner axes reach;
+ * only nb_as_strided builds a distinct layout that fails this).              */
 /* ------------------------------------------------------------------------ */
 
 /** dst[...] = src broadcast to dst's shape, converted to dst's dtype. */
@@ -548,7 +560,9 @@ nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keep
  * Inclusive prefix sum / product along one axis (same shape; torch.cumsum /
  * torch.cumprod).  Bool and integer inputs give i64.  A rank-0 x accepts
  * axis 0 or -1 and is returned as is (torch).  The gradient of cumprod is
- * exact where x has zeros.  Errors: NB_ERR_AXIS.
+ * exact where x has zeros, at every order: under create_graph with a zero in
+ * x it takes the O(L^2) form of torch's cumprod_backward (L the axis length).
+ * Errors: NB_ERR_AXIS.
  */
 nb_tensor *nb_cumsum(nb_tensor *x, int axis);
 nb_tensor *nb_cumprod(nb_tensor *x, int axis);

@@ -2,10 +2,12 @@
  * test_autograd.c — the eager tape (SPEC A1–A3, A5, A6): when nodes are
  * recorded, backward with and without a seed, accumulation, zero_grad,
  * detach, per-thread no_grad, grad of grad, gradients of broadcast inputs
- * and across device moves, and nb_autograd_grad.  Expected gradients are
+ * and across device moves, nb_autograd_grad, and passes run while an
+ * unrelated error is pending.  Expected gradients are
  * closed-form derivatives worked out in each test.
  */
 #include "support.h"
+#include "backend/backend.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -393,6 +395,80 @@ static void view_gradients(void **state) {
         }
 }
 
+/* ---- a pass while an unrelated error is pending ---- */
+
+/* The REF backend with a binary kernel that fails on demand, recording its
+ * error as a device backend out of memory would. */
+static bool flaky_fails;
+static nb_backend flaky;
+static nb_status flaky_binary(nb_op op, nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
+    if (flaky_fails) return nb__error(NB_ERR_DEVICE, "%s: injected device failure", nb__ops[op].name);
+    return nb__ref_backend.binary(op, out, a, b);
+}
+
+static void plant_unrelated_error(void) {
+    nb_clear_error();
+    assert_null(nb_reshape(NBT(nb_zeros(NB_SHAPE(2), NB_F32)), NB_SHAPE(7)));
+    assert_int_equal(nb_last_status(), NB_ERR_SHAPE);
+}
+
+/* y = sum(x * w) on REF; the mul rule's products fail inside the pass. */
+static void failing_rule_is_reported_with_error_pending(void **state) {
+    (void)state;
+    flaky = nb__ref_backend;
+    flaky.binary = flaky_binary;
+    assert_int_equal(nb_backend_register(NB_DEVICE_REF, &flaky), NB_OK);
+    const double xv[] = {1, 2}, wv[] = {3, 4};
+    nb_tensor *x = NBT(nb_to_device(vec(xv, 2), NB_REF)), *w = NBT(nb_to_device(vec(wv, 2), NB_REF));
+    assert_int_equal(nb_set_requires_grad(x, true), NB_OK);
+    assert_int_equal(nb_set_requires_grad(w, true), NB_OK);
+    nb_tensor *y = NBT(nb_sum(NBT(nb_mul(x, w)), NULL, 0, false));
+    for (int create_graph = 0; create_graph < 2; create_graph++) {
+        plant_unrelated_error();
+        flaky_fails = true;
+        assert_int_equal(nb_backward(y, NULL, create_graph), NB_ERR_DEVICE);
+        flaky_fails = false;
+        assert_error(NB_ERR_DEVICE, "injected device failure");
+        nb_zero_grad(x);
+        nb_zero_grad(w);
+        nb_tensor *outs[2] = {NULL, NULL};
+        plant_unrelated_error();
+        flaky_fails = true;
+        assert_int_equal(nb_autograd_grad(y, NULL, (nb_tensor *[]){x, w}, 2, create_graph, outs), NB_ERR_DEVICE);
+        flaky_fails = false;
+        assert_error(NB_ERR_DEVICE, "injected device failure");
+        assert_true(outs[0] == NULL && outs[1] == NULL);
+    }
+    assert_int_equal(nb_backend_register(NB_DEVICE_REF, &nb__ref_backend), NB_OK);
+}
+
+/* A normal pass delivers every gradient and leaves the pending error as it was. */
+static void pass_succeeds_with_error_pending(void **state) {
+    (void)state;
+    nb_tensor *x = leaf(X, 4), *w = leaf(X + 1, 3);
+    nb_tensor *wx = NBT(nb_slice(x, 0, 1, NB_END, 1));
+    nb_tensor *y = NBT(nb_sum(NBT(nb_mul(NBT(nb_mul(wx, w)), w)), NULL, 0, false)); /* sum(x[1:] w^2) */
+    plant_unrelated_error();
+    assert_int_equal(nb_backward(y, NULL, true), NB_OK);
+    assert_int_equal(nb_last_status(), NB_ERR_SHAPE);
+    assert_non_null(strstr(nb_last_message(), "reshape"));
+    nb_tensor *gx = nb_grad(x), *gw = nb_grad(w);
+    assert_true(gx && gw);
+    assert_true(nbt_at(gx, 0) == 0);
+    for (int i = 0; i < 3; i++) {
+        assert_true(nbt_at(gx, i + 1) == X[i + 1] * X[i + 1]);
+        assert_true(nbt_at(gw, i) == 2 * X[i + 1] * X[i + 1]);
+    }
+    nb_tensor *outs[2] = {NULL, NULL};
+    assert_int_equal(nb_autograd_grad(y, NULL, (nb_tensor *[]){x, w}, 2, false, outs), NB_OK);
+    assert_int_equal(nb_last_status(), NB_ERR_SHAPE);
+    assert_close(outs[0], gx, 0, 0);
+    assert_close(outs[1], gw, 0, 0);
+    nb_clear_error();
+    nb_zero_grad(x);
+    nb_zero_grad(w);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(records_only_when_tracked, nbt_setup, nbt_teardown),
@@ -408,6 +484,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(grads_across_devices, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(autograd_grad_inputs, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(view_gradients, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(failing_rule_is_reported_with_error_pending, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(pass_succeeds_with_error_pending, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

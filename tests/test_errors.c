@@ -27,9 +27,19 @@ static void check_fail(const char *expr, int line, bool failed, nb_status code, 
     }
     nb_clear_error();
 }
-/* pointer results: NULL;  status results: the status;  count results: -1 */
+/* An error of another op pending, as a failed call earlier in the program leaves one. */
+static void plant_unrelated_error(void) {
+    nb_clear_error();
+    if (nb_reshape(NULL, NULL, 0) || nb_last_status() != NB_ERR_NULL) fail_msg("reshape(NULL) did not fail");
+}
+/* pointer results: NULL;  status results: the status;  count results: -1.
+ * A status result is the call's own: checked once more with an unrelated error pending. */
 #define FAILS(code, op, call) check_fail(#call, __LINE__, (nb_clear_error(), (call) == NULL), code, op)
-#define FAILS_ST(code, op, call) check_fail(#call, __LINE__, (nb_clear_error(), (call) == (code)), code, op)
+#define FAILS_ST(code, op, call)                                                                       \
+    do {                                                                                               \
+        check_fail(#call, __LINE__, (nb_clear_error(), (call) == (code)), code, op);                   \
+        check_fail(#call " (error pending)", __LINE__, (plant_unrelated_error(), (call) == (code)), code, op); \
+    } while (0)
 #define FAILS_NEG(code, op, call) check_fail(#call, __LINE__, (nb_clear_error(), (call) < 0), code, op)
 
 static nb_tensor *f32(const int64_t *shape, int ndim) { return NBT(nb_zeros(shape, ndim, NB_F32)); }
@@ -585,6 +595,10 @@ static void printing_einsum_nn(void **state) {
     nb_tensor *x = f32(NB_SHAPE(2, 3)), *xi = i64s(NB_SHAPE(2, 3)), *t = i64s(NB_SHAPE(2));
     FAILS_ST(NB_ERR_NULL, "print", nb_print(NULL, stdout));
     FAILS_ST(NB_ERR_NULL, "print", nb_print(x, NULL));
+    FILE *ro = fopen("/dev/null", "r"); /* a stream that refuses writes */
+    assert_non_null(ro);
+    FAILS_ST(NB_ERR_IO, "print", nb_print(x, ro));
+    fclose(ro);
     FAILS(NB_ERR_NULL, "to_string", nb_to_string(NULL));
     FAILS(NB_ERR_NULL, "einsum", nb_einsum(NULL, &x, 1));
     FAILS(NB_ERR_NULL, "einsum", nb_einsum("ij->ji", NULL, 1));
@@ -762,6 +776,12 @@ static void data_and_training(void **state) {
     FAILS(NB_ERR_ARG, "adam", nb_optim_adam(params, 2, ((nb_adam_opts){1e-3, 1.0, 0.999, 1e-8, 0})));
     FAILS(NB_ERR_ARG, "adamw", nb_optim_adamw(params, 2, ((nb_adam_opts){1e-3, 0.9, 0.999, -1, 0})));
     FAILS_ST(NB_ERR_NULL, "optim_step", nb_optim_step(NULL));
+    FAILS_ST(NB_ERR_NULL, "optim_set_lr", nb_optim_set_lr(NULL, 0.1));
+    nb_optimizer *sgd = nb_optim_sgd(params, 2, NB_SGD_DEFAULTS(0.1));
+    assert_non_null(sgd);
+    FAILS_ST(NB_ERR_ARG, "optim_set_lr", nb_optim_set_lr(sgd, -1));
+    FAILS_ST(NB_ERR_ARG, "optim_set_lr", nb_optim_set_lr(sgd, NAN));
+    nb_optim_free(sgd);
     nb_optim_zero_grad(NULL);
     nb_optim_free(NULL);
     FAILS_ST(NB_ERR_NULL, "clip_grad_norm_", nb_clip_grad_norm_(NULL, 1, 1, 2, NULL));

@@ -371,14 +371,14 @@ static const gc_case CASES[] = {
     {"sum", "square of sum", f_sum_sq, 1, {M234}, true, 0},
     {"prod", "axis 1", f_prod_1, 1, {M234}, true, 0},
     {"prod", "all keepdim", f_prod_all, 1, {IN(2, D_ANY, 2, 3)}, true, 0},
-    {"prod", "axis 2 with zeros", f_prod_2, 1, {IN(3, D_ZEROS, 2, 3, 4)}, false, 0},
+    {"prod", "axis 2 with zeros", f_prod_2, 1, {IN(3, D_ZEROS, 2, 3, 4)}, true, 0},
     {"max", "all", f_max_all, 1, {M234}, true, 0},
     {"max", "axis 1 keepdim", f_max_1k, 1, {M234}, false, 0},
     {"min", "axes 0,2", f_min_02, 1, {M234}, true, 0},
     {"cumsum", "axis 1", f_cumsum_1, 1, {M234}, false, 0},
     {"cumsum", "axis -1", f_cumsum_m1, 1, {M34}, false, 0},
     {"cumprod", "axis 1", f_cumprod_1, 1, {M234}, true, 0},
-    {"cumprod", "axis 2 with zeros", f_cumprod_2, 1, {IN(3, D_ZEROS, 2, 3, 4)}, false, 0},
+    {"cumprod", "axis 2 with zeros", f_cumprod_2, 1, {IN(3, D_ZEROS, 2, 3, 4)}, true, 0},
     {"cumprod", "rank 0", f_cumprod_0, 1, {IN(0, D_ANY, 0)}, true, 0},
     {"mean", "axis 1", f_mean_1, 1, {M234}, false, 0},
     {"mean", "all keepdim", f_mean_all, 1, {M34}, false, 0},
@@ -621,6 +621,47 @@ static void expect_grad(const char *what, gc_fn f, const double *v, int64_t n, c
     nb_scope_end();
 }
 
+/* The Hessian of sum(f(x)) at the n values v (row i: the gradient of dL/dx_i, taken
+ * through the create_graph pass) must equal want (n x n, row-major). */
+static void expect_hessian(const char *what, gc_fn f, const double *v, int64_t n, const double *want) {
+    nb_scope_begin();
+    nb_tensor *x = NBT(nb_from_data(v, &n, 1, NB_F64)), *g = NULL;
+    assert_int_equal(nb_set_requires_grad(x, true), NB_OK);
+    nb_tensor *l = NBT(nb_sum(NBT(f(&x)), NULL, 0, false));
+    assert_int_equal(nb_autograd_grad(l, NULL, &x, 1, true, &g), NB_OK);
+    for (int64_t i = 0; i < n; i++) {
+        nb_tensor *h = NULL;
+        assert_int_equal(nb_autograd_grad(NBT(nb_select(g, 0, i)), NULL, &x, 1, false, &h), NB_OK);
+        for (int64_t j = 0; j < n; j++)
+            if (!(nbt_at(h, j) == want[i * n + j])) {
+                fprintf(stderr, "%s: d2L/dx%lld dx%lld = %g, expected %g\n", what, (long long)i, (long long)j,
+                        nbt_at(h, j), want[i * n + j]);
+                fail();
+            }
+    }
+    nb_scope_end();
+}
+
+/* sum(cumprod([a, b, c])) = a + ab + abc: gradient [1 + b + bc, a + ac, ab] and
+ * Hessian [[0, 1 + c, b], [1 + c, 0, a], [b, a, 0]], exact for any zeros. */
+static void expect_cumprod3(const double *v) {
+    double a = v[0], b = v[1], c = v[2];
+    expect_grad("cumprod", f_cumprod_0, v, 3, (double[]){1 + b + b * c, a + a * c, a * b});
+    expect_hessian("cumprod", f_cumprod_0, v, 3, (double[]){0, 1 + c, b, 1 + c, 0, a, b, a, 0});
+}
+
+static void test_cumprod_zeros(void **state) {
+    (void)state;
+    /* sum(cumprod([a, b])) = a + ab at [0, 3]: gradient [4, 0], Hessian [[0, 1], [1, 0]] */
+    expect_grad("cumprod [0, 3]", f_cumprod_0, (double[]){0, 3}, 2, (double[]){4, 0});
+    expect_hessian("cumprod [0, 3]", f_cumprod_0, (double[]){0, 3}, 2, (double[]){0, 1, 1, 0});
+    const double cases[][3] = {{2, 0, 3}, {0, 2, 3}, {2, 3, 0}, {0, 0, 3}, {2, 0, 0}, {0, 3, 0}, {0, 0, 0}, {2, -3, 5}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) expect_cumprod3(cases[k]);
+    /* prod is built on cumprod: prod([a, b, c]) has Hessian [[0, c, b], [c, 0, a], [b, a, 0]] */
+    expect_hessian("prod [0, 0, 3]", f_prod_all, (double[]){0, 0, 3}, 3, (double[]){0, 3, 0, 3, 0, 0, 0, 0, 0});
+    expect_hessian("prod [2, 0, 3]", f_prod_all, (double[]){2, 0, 3}, 3, (double[]){0, 3, 0, 3, 0, 2, 0, 2, 0});
+}
+
 GC(k_max_self, nb_maximum(x[0], nb_mul(x[0], 1.0)))       /* a tie everywhere: 1/2 + 1/2 */
 GC(k_max_one, nb_maximum(x[0], NBT(nb_ones_like(x[0])))) /* vs 1: ties at 1, NaN to both */
 GC(k_min_one, nb_minimum(NBT(nb_ones_like(x[0])), x[0]))
@@ -662,11 +703,13 @@ static int clear_error(void **state) {
 }
 
 int main(void) {
-    enum { MAXT = 2 * NCASES + 2 };
+    enum { MAXT = 2 * NCASES + 3 };
     static struct CMUnitTest tests[MAXT];
     static char names[MAXT][96];
     size_t n = 0;
     tests[n++] = (struct CMUnitTest){"kink conventions", test_kink_conventions, clear_error, NULL, NULL};
+    tests[n++] = (struct CMUnitTest){"cumprod and prod with zeros, first and second order", test_cumprod_zeros,
+                                     clear_error, NULL, NULL};
     tests[n++] = (struct CMUnitTest){"every differentiable op has a case", test_every_differentiable_op_has_a_case,
                                      clear_error, NULL, NULL};
     for (int order = 1; order <= 2; order++)

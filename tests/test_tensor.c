@@ -1127,6 +1127,157 @@ static void integer_arithmetic_exact_and_wraps(void **state) {
     assert_true(r[0] == -343 && r[1] == 0 && r[2] == 1 && r[3] == INT64_MIN); /* 7^-3 -> 0 (documented); 2^63 wraps */
 }
 
+/* C integer scalars stay exact (never through double) and convert into an
+ * integer operand's dtype wrapping around, as do integer casts; the expected
+ * values are PyTorch 2.x's (torch.tensor(...) op python_int, .to(dtype)).
+ * On both backends. */
+static void integer_scalars_exact_and_wrap(void **state) {
+    (void)state;
+    const int64_t p53 = (int64_t)1 << 53;
+    for (int d = 0; d < 2; d++) {
+        nb_device dev = d ? NB_REF : NB_CPU;
+        uint8_t u = 250, ug;
+        nb_tensor *xu = NBT(nb_to_device(NBT(nb_from_data(&u, NB_SHAPE(1), NB_U8)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_add(xu, 300)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 38); /* 300 -> 44 in u8; 250 + 44 = 294 -> 38 */
+        assert_int_equal(nb_copy_to_host(NBT(nb_mul(xu, 300)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 248);
+        assert_true(nbt_at(NBT(nb_gt(xu, 300)), 0) == 1); /* compared with 44, as torch */
+        int8_t i8 = 7, i8g;
+        nb_tensor *x8 = NBT(nb_to_device(NBT(nb_from_data(&i8, NB_SHAPE(1), NB_I8)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_sub(x8, 300)), &i8g, 1), NB_OK);
+        assert_int_equal(i8g, -37);
+        int32_t v[3] = {0, 1, 2}, vg[3];
+        nb_tensor *x32 = NBT(nb_to_device(NBT(nb_from_data(v, NB_SHAPE(3), NB_I32)), dev));
+        nb_tensor *r32 = NBT(nb_add(x32, (int64_t)1 << 32));
+        assert_int_equal(nb_dtype_of(r32), NB_I32);
+        assert_int_equal(nb_copy_to_host(r32, vg, sizeof vg), NB_OK);
+        assert_true(vg[0] == 0 && vg[1] == 1 && vg[2] == 2);
+        assert_int_equal(nb_copy_to_host(NBT(nb_add(x32, ((int64_t)1 << 40) + 3)), vg, sizeof vg), NB_OK);
+        assert_true(vg[0] == 3 && vg[2] == 5);
+        /* int64 with 2^53 + 1: exact arithmetic and comparisons */
+        int64_t w = p53, wg;
+        nb_tensor *x64 = NBT(nb_to_device(NBT(nb_from_data(&w, NB_SHAPE(1), NB_I64)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_add(x64, p53 + 1)), &wg, 8), NB_OK);
+        assert_true(wg == 2 * p53 + 1);
+        assert_int_equal(nb_copy_to_host(NBT(nb_sub(x64, p53 + 1)), &wg, 8), NB_OK);
+        assert_true(wg == -1);
+        assert_true(nbt_at(NBT(nb_eq(x64, p53 + 1)), 0) == 0);
+        assert_true(nbt_at(NBT(nb_ne(x64, p53 + 1)), 0) == 1);
+        assert_true(nbt_at(NBT(nb_lt(x64, p53 + 1)), 0) == 1);
+        assert_true(nbt_at(NBT(nb_ge(x64, p53 + 1)), 0) == 0);
+        assert_int_equal(nb_copy_to_host(NBT(nb_maximum(x64, p53 + 1)), &wg, 8), NB_OK);
+        assert_true(wg == p53 + 1);
+        /* a rank-0 i64 tensor converts into u8 the same way (torch: maximum(u8 5, tensor(300)) = 44) */
+        uint8_t five = 5;
+        nb_tensor *r0 = NBT(nb_to_device(NBT(nb_full(NULL, 0, 300, NB_I64)), dev));
+        nb_tensor *x5 = NBT(nb_to_device(NBT(nb_from_data(&five, NB_SHAPE(1), NB_U8)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_maximum(x5, r0)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 44);
+        /* integer casts wrap: [300, -1, 2^32 + 5] -> u8 [44, 255, 5], i32 [300, -1, 5] */
+        int64_t c[3] = {300, -1, ((int64_t)1 << 32) + 5};
+        uint8_t cu[3];
+        int32_t ci[3];
+        nb_tensor *xc = NBT(nb_to_device(NBT(nb_from_data(c, NB_SHAPE(3), NB_I64)), dev));
+        assert_int_equal(nb_copy_to_host(NBT(nb_cast(xc, NB_U8)), cu, 3), NB_OK);
+        assert_true(cu[0] == 44 && cu[1] == 255 && cu[2] == 5);
+        assert_int_equal(nb_copy_to_host(NBT(nb_cast(xc, NB_I32)), ci, sizeof ci), NB_OK);
+        assert_true(ci[0] == 300 && ci[1] == -1 && ci[2] == 5);
+        /* a double value converts as nb_full does: saturating (documented) */
+        assert_int_equal(nb_copy_to_host(NBT(nb_masked_fill(xu, NBT(nb_to_device(NBT(nb_scalar(1, NB_BOOL)), dev)), 300.0)), &ug, 1), NB_OK);
+        assert_int_equal(ug, 255);
+        /* an int scalar with a float tensor still promotes to the tensor's float dtype */
+        float f = 1.5f, fg;
+        nb_tensor *xf = NBT(nb_to_device(NBT(nb_from_data(&f, NB_SHAPE(1), NB_F32)), dev));
+        nb_tensor *rf = NBT(nb_add(xf, p53 + 1));
+        assert_int_equal(nb_dtype_of(rf), NB_F32);
+        assert_int_equal(nb_copy_to_host(rf, &fg, 4), NB_OK);
+        assert_true(fg == 0x1p53f); /* 1.5 + 2^53 rounds to 2^53 in f32 */
+        assert_int_equal(nb_dtype_of(NBT(nb_add(x32, 2.5))), NB_F32);
+    }
+}
+
+/* In-place writers refuse a destination whose elements may share an address
+ * (stride 0 on an axis of more than one element, or strides that let axes
+ * overlap) and leave it untouched; views with distinct elements — negative,
+ * gapped, permuted or column-major strides — are written at the addresses
+ * their strides name. */
+typedef struct { int ndim; int64_t shape[3], stride[3], offset; } layout;
+
+static nb_tensor *view_of(nb_tensor *base, const layout *l) {
+    return NBT(nb_as_strided(base, l->shape, l->stride, l->ndim, l->offset));
+}
+
+static void inplace_refuses_overlapping_destinations(void **state) {
+    (void)state;
+    const layout overlapping[] = {
+        {2, {3, 2}, {1, 1}, 0},      /* the example: rows overlap by one */
+        {2, {2, 3}, {2, 1}, 0},      /* row 0 ends where row 1 starts */
+        {1, {4}, {0}, 0},            /* stride 0 */
+        {3, {2, 2, 2}, {4, 1, 1}, 0},
+        {2, {3, 2}, {-1, 1}, 4},     /* negative strides overlapping */
+        {2, {3, 3}, {3, 2}, 0},      /* 0 3 6 / 2 5 8 / 4 7 10: distinct but interleaved: refused (conservative) */
+    };
+    nb_tensor *base = NBT(nb_zeros(NB_SHAPE(32), NB_F64)), *one = NBT(nb_ones(NULL, 0, NB_F64));
+    for (size_t k = 0; k < sizeof overlapping / sizeof *overlapping; k++) {
+        nb_tensor *v = view_of(base, &overlapping[k]);
+        double buf[27] = {0};
+        assert_int_equal(nb_copy_(v, one), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "copy_");
+        assert_int_equal(nb_fill_(v, 2), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "fill_");
+        assert_int_equal(nb_add_(v, one, 1), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "add_");
+        assert_int_equal(nb_mul_scalar_(v, 2), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "mul_scalar_");
+        assert_int_equal(nb_copy_from_host(v, buf, (size_t)nb_numel(v) * sizeof(double)), NB_ERR_ARG);
+        assert_error(NB_ERR_ARG, "copy_from_host");
+    }
+    nb_tensor *v = view_of(base, &overlapping[0]);
+    assert_int_equal(nb_copy_(v, one), NB_ERR_ARG);
+    assert_non_null(strstr(nb_last_message(), "[3, 2]"));
+    assert_non_null(strstr(nb_last_message(), "strides [1, 1]"));
+    nb_clear_error();
+    for (int i = 0; i < 32; i++) assert_true(nbt_at(base, i) == 0); /* untouched */
+
+    const layout distinct[] = {
+        {2, {2, 3}, {1, 2}, 0},      /* column-major */
+        {2, {2, 2}, {5, 2}, 1},      /* gaps */
+        {2, {3, 2}, {2, 5}, 0},      /* 0 5 / 2 7 / 4 9: strides out of order, no overlap */
+        {2, {3, 4}, {-4, 1}, 8},     /* rows reversed */
+        {2, {3, 4}, {4, -1}, 3},     /* columns reversed */
+        {3, {2, 3, 2}, {1, 4, 2}, 0}, /* permuted */
+        {3, {2, 1, 3}, {3, 0, 1}, 0}, /* stride 0 on an axis of one element */
+        {2, {0, 3}, {0, 0}, 0},      /* empty */
+    };
+    for (size_t k = 0; k < sizeof distinct / sizeof *distinct; k++) {
+        const layout *l = &distinct[k];
+        nb_tensor *b = NBT(nb_zeros(NB_SHAPE(32), NB_F64)), *w = view_of(b, l);
+        int64_t n = nb_numel(w);
+        nb_tensor *src = NBT(nb_reshape(NBT(nb_arange(1, (double)n + 1, 1, NB_F64)), l->shape, l->ndim));
+        assert_int_equal(nb_copy_(w, src), NB_OK);
+        assert_int_equal(nb_add_(w, src, 1), NB_OK);     /* 2 (i + 1) */
+        assert_int_equal(nb_mul_scalar_(w, 0.5), NB_OK); /* i + 1 */
+        double want[32] = {0};
+        for (int64_t i = 0; i < n; i++) { /* the address of row-major element i from the strides */
+            int64_t off = l->offset, r = i;
+            for (int d = l->ndim - 1; d >= 0; d--) {
+                off += (r % l->shape[d]) * l->stride[d];
+                r /= l->shape[d];
+            }
+            want[off] = (double)(i + 1);
+        }
+        assert_values(b, want, 32);
+        assert_int_equal(nb_fill_(w, 7), NB_OK);
+        assert_int_equal(nb_last_status(), NB_OK);
+    }
+    /* the views nabla makes: flip, transpose, step slices */
+    nb_tensor *m = NBT(nb_zeros(NB_SHAPE(4, 6), NB_F64));
+    nb_tensor *views[] = {NBT(nb_flip(m, (int[]){0, 1}, 2)), NBT(nb_t(m)),
+                          NBT(nb_slice(NBT(nb_t(m)), 0, NB_END, NB_END, -2))};
+    for (int k = 0; k < 3; k++) assert_int_equal(nb_fill_(views[k], k + 1), NB_OK);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(dtype_names_sizes, nbt_setup, nbt_teardown),
@@ -1137,6 +1288,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(float_to_int_conversion, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cast_round_trips, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(integer_arithmetic_exact_and_wraps, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(integer_scalars_exact_and_wrap, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(inplace_refuses_overlapping_destinations, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(views_share_and_write_through, nbt_setup, nbt_teardown),
         cmocka_unit_test(from_blob_borrow),
         cmocka_unit_test_setup_teardown(rank0_scalars, nbt_setup, nbt_teardown),

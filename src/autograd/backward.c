@@ -162,10 +162,11 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
             st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
             break;
         }
-        bool clean = nb_last_status() == NB_OK; /* to tell a failing rule from an absent gradient */
         nb_scope_begin();
         st = vjp(n, g, gin);
-        if (st == NB_OK && clean && nb_last_status() != NB_OK) st = nb_last_status();
+        /* the pass runs with a clean error state (NB_OWN_STATUS), so an error
+         * recorded now is a failing op inside the rule, never an absent gradient */
+        if (st == NB_OK) st = nb_last_status();
         for (int i = 0; i < n->n_in; i++) gin[i] = nb__scope_take(gin[i]);
         nb_scope_end();
         nb_release(g);
@@ -199,6 +200,7 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
     free(order.v);
 done:
     if (!create_graph) nb_no_grad_end();
+    if (st == NB_OK) st = nb_last_status(); /* any failed accumulation or conversion */
     if (st == NB_OK && inputs) {
         for (int i = 0; i < n_inputs; i++)
             if (!grads_out[i] && inputs[i]) {
@@ -216,10 +218,10 @@ done:
 }
 
 nb_status nb_backward(nb_tensor *root, nb_tensor *seed, bool create_graph) {
-    return engine(root, seed, NULL, 0, create_graph, NULL);
+    NB_OWN_STATUS("backward", engine(root, seed, NULL, 0, create_graph, NULL));
 }
 
-nb_status nb_autograd_grad(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inputs, int n,
+static nb_status grad_impl(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inputs, int n,
                            bool create_graph, nb_tensor **grads_out) {
     if (n < 0) return nb__error_set(NB_ERR_ARG, "autograd_grad: %d inputs", n);
     if (n > 0 && (!inputs || !grads_out))
@@ -234,4 +236,9 @@ nb_status nb_autograd_grad(nb_tensor *root, nb_tensor *seed, nb_tensor *const *i
     if (st == NB_OK)
         for (int i = 0; i < n; i++) nb__own(grads_out[i]);
     return st;
+}
+
+nb_status nb_autograd_grad(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inputs, int n,
+                           bool create_graph, nb_tensor **grads_out) {
+    NB_OWN_STATUS("autograd_grad", grad_impl(root, seed, inputs, n, create_graph, grads_out));
 }

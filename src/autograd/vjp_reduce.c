@@ -82,23 +82,50 @@ static nb_tensor *reverse_cumsum(nb_tensor *t, int axis) {
 }
 RULE(cumsum) { gin[0] = reverse_cumsum(g, n->attrs.axes[0]); return NB_OK; }
 /*
- * d/dx_j of sum_i g_i prod_{k<=i} x_k, exact with zeros (as torch's
- * cumprod_backward).  Let z be the first zero along the axis.  Before z no
- * factor vanishes: sum_{i>=j} g_i out_i / x_j, keeping i < z.  At z:
- * prod_{k<z} x_k * sum_{i>=z} g_i prod_{z<k<=i} x_k.  After z: 0, since every
- * product that contains x_j also contains x_z.
+ * cumprod's gradient d/dx_j of sum_i g_i prod_{k<=i} x_k = sum_{i>=j} g_i
+ * prod_{k<=i, k!=j} x_k, as torch's cumprod_backward (FunctionsManual.cpp):
+ * an O(L) form, and under create_graph with a zero an O(L^2) one whose own
+ * derivative is right (the O(L) form masks what it knows to be 0, and its
+ * derivative misses what those terms contribute).
+ *
+ * O(L): let z be the first zero along the axis.  Before z no factor
+ * vanishes: sum_{i>=j} g_i out_i / x_j, keeping i < z.  At z: prod_{k<z} x_k
+ * * sum_{i>=z} g_i prod_{z<k<=i} x_k.  After z: 0, since every product that
+ * contains x_j also contains x_z.  Without zeros this is the division form,
+ * differentiable as it stands.
  */
-RULE(cumprod) {
-    int a = n->attrs.axes[0];
-    nb_tensor *zero = nb_eq(X, 0.0), *seen = nb_cumsum(zero, a); /* zeros up to and including each position */
+static nb_tensor *cumprod_grad_linear(nb_tensor *x, nb_tensor *g, int a) {
+    nb_tensor *zero = nb_eq(x, 0.0), *seen = nb_cumsum(zero, a); /* zeros up to and including each position */
     nb_tensor *before = nb_eq(seen, 0), *first = nb_logical_and(zero, nb_eq(seen, 1));
     nb_tensor *upto = nb_eq(nb_sub(seen, nb_cast(zero, NB_I64)), 0); /* at or before the first zero */
-    nb_tensor *zeros = nb_zeros_like(g), *ones = nb_ones_like(X);
-    nb_tensor *safe = nb_where(before, X, ones);
+    nb_tensor *zeros = nb_zeros_like(g), *ones = nb_ones_like(x);
+    nb_tensor *safe = nb_where(before, x, ones);
     nb_tensor *head = nb_where(before, nb_mul(g, nb_cumprod(safe, a)), zeros);
     nb_tensor *ga = nb_where(before, nb_div(reverse_cumsum(head, a), safe), zeros);
-    nb_tensor *tail = nb_where(before, zeros, nb_mul(g, nb_cumprod(nb_where(upto, ones, X), a)));
+    nb_tensor *tail = nb_where(before, zeros, nb_mul(g, nb_cumprod(nb_where(upto, ones, x), a)));
     nb_tensor *gb = nb_where(first, nb_mul(excl_cumprod(safe, a), reverse_cumsum(tail, a)), zeros);
-    gin[0] = nb_add(ga, gb);
+    return nb_add(ga, gb);
+}
+
+/* O(L^2), with the axis moved last: Y[.., j, k] = (k == j ? 1 : x_k), so
+ * cumprod(Y)[.., j, i] = prod_{k<=i, k!=j} x_k and grad_j = sum_{i>=j} g_i
+ * cumprod(Y)[.., j, i].  Recorded ops and no division: exact at zeros. */
+static nb_tensor *cumprod_grad_pairs(nb_tensor *x, nb_tensor *g, int a) {
+    int last = nb_ndim(x) - 1;
+    nb_tensor *i = nb_arange(0, (double)nb_size(x, a), 1, NB_I64), *j = nb_unsqueeze(i, 1);
+    nb_tensor *y = nb_where(nb_eq(j, i), nb_scalar(1, nb_dtype_of(x)), nb_unsqueeze(nb_transpose(x, a, last), -2));
+    nb_tensor *terms = nb_mul(nb_unsqueeze(nb_transpose(g, a, last), -2), nb_cumprod(y, -1));
+    nb_tensor *sum = nb_sum(nb_masked_fill(terms, nb_lt(i, j), 0.0), (int[]){-1}, 1, false);
+    return nb_transpose(sum, a, last);
+}
+
+RULE(cumprod) {
+    int a = n->attrs.axes[0];
+    double zeros = 0;
+    if (X->ndim && nb_grad_enabled()) {
+        nb_status st = nb_item(nb_sum(nb_eq(X, 0.0), NULL, 0, false), &zeros);
+        if (st != NB_OK) return st;
+    }
+    gin[0] = zeros > 0 ? cumprod_grad_pairs(X, g, a) : cumprod_grad_linear(X, g, a);
     return NB_OK;
 }

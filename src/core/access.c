@@ -1,11 +1,38 @@
 /* access.c — element access (get, set, item), host copies, and the in-place updates (copy_, fill_, add_, mul_scalar_). */
 #include "../backend/backend.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+/* True when t's elements provably sit at distinct addresses: with the axes of
+ * more than one element sorted by |stride|, each stride passes the farthest
+ * offset the axes inside it reach.  Conservative: a layout that fails may
+ * still be free of overlap (only nb_as_strided builds such layouts). */
+static bool distinct_elements(const nb_tensor *t, int *axis) {
+    int ax[NB_MAX_DIMS], n = 0;
+    if (nb__numel(t) == 0) return true;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] > 1) {
+            int k = n++;
+            for (; k > 0 && llabs(t->stride[ax[k - 1]]) > llabs(t->stride[d]); k--) ax[k] = ax[k - 1];
+            ax[k] = d;
+        }
+    int64_t reach = 0; /* largest offset spanned by the axes taken so far */
+    for (int k = 0; k < n; k++) {
+        int64_t st = llabs(t->stride[ax[k]]);
+        if (st <= reach) {
+            *axis = ax[k];
+            return false;
+        }
+        reach += st * (t->shape[ax[k]] - 1); /* bounded by the storage size (as_strided checks) */
+    }
+    return true;
+}
+
 /* Checks shared by every write into an existing tensor: not NULL, not tracked while
- * recording (PyTorch's leaf rule), and no two elements aliasing one address (a
- * stride-0 axis), which would make the result depend on thread scheduling. */
+ * recording (PyTorch's leaf rule), and no two elements that may alias one address
+ * (a stride-0 axis, or strides that let axes overlap), which would make the result
+ * depend on thread scheduling. */
 static bool inplace_ok(const char *op, nb_tensor *t) {
     if (!t) {
         nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
@@ -15,12 +42,12 @@ static bool inplace_ok(const char *op, nb_tensor *t) {
         nb__error_set(NB_ERR_STATE, "%s: in-place update of a tensor that requires grad while recording (use no_grad)", op);
         return false;
     }
-    for (int d = 0; d < t->ndim; d++)
-        if (t->stride[d] == 0 && t->shape[d] > 1) {
-            nb__error_set(NB_ERR_ARG, "%s: destination %s has more than one element at one memory location (axis %d has stride 0); clone it first",
-                          op, NB_SHAPE_STR(t), d);
-            return false;
-        }
+    int d;
+    if (!distinct_elements(t, &d)) {
+        nb__error_set(NB_ERR_ARG, "%s: destination %s with strides %s may have more than one element at one memory location (axis %d, stride %lld); clone it first",
+                      op, NB_SHAPE_STR(t), NB_DIMS_STR(t->stride, t->ndim), d, (long long)t->stride[d]);
+        return false;
+    }
     return true;
 }
 
@@ -47,7 +74,7 @@ static bool element_offset(const char *op, const nb_tensor *t, const int64_t *in
     return true;
 }
 
-nb_status nb_get(const nb_tensor *t, const int64_t *index, double *out) {
+static nb_status get_impl(const nb_tensor *t, const int64_t *index, double *out) {
     if (!t || !out) return nb__error_set(NB_ERR_NULL, "get: tensor or out is NULL");
     int64_t off;
     if (!element_offset("get", t, index, &off)) return nb_last_status();
@@ -55,7 +82,7 @@ nb_status nb_get(const nb_tensor *t, const int64_t *index, double *out) {
     return NB_OK;
 }
 
-nb_status nb_set(nb_tensor *t, const int64_t *index, double value) {
+static nb_status set_impl(nb_tensor *t, const int64_t *index, double value) {
     if (!inplace_ok("set", t)) return nb_last_status();
     int64_t off;
     if (!element_offset("set", t, index, &off)) return nb_last_status();
@@ -63,13 +90,13 @@ nb_status nb_set(nb_tensor *t, const int64_t *index, double value) {
     return NB_OK;
 }
 
-nb_status nb_item(const nb_tensor *t, double *out) {
+static nb_status item_impl(const nb_tensor *t, double *out) {
     if (!t || !out) return nb__error_set(NB_ERR_NULL, "item: tensor or out is NULL");
     if (nb__numel(t) != 1)
         return nb__error_set(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1", NB_SHAPE_STR(t),
                              (long long)nb__numel(t));
     int64_t zero[NB_MAX_DIMS] = {0};
-    return nb_get(t, zero, out);
+    return get_impl(t, zero, out);
 }
 
 static nb_status host_copy(const char *op, const nb_tensor *t, void *buf, size_t nbytes, bool to_host) {
@@ -99,18 +126,17 @@ static nb_status host_copy(const char *op, const nb_tensor *t, void *buf, size_t
     return rc;
 }
 
-nb_status nb_copy_to_host(const nb_tensor *t, void *dst, size_t nbytes) {
+static nb_status copy_to_host_impl(const nb_tensor *t, void *dst, size_t nbytes) {
     return host_copy("copy_to_host", t, dst, nbytes, true);
 }
-nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t nbytes) {
+static nb_status copy_from_host_impl(nb_tensor *t, const void *src, size_t nbytes) {
     if (!inplace_ok("copy_from_host", t)) return nb_last_status();
     return host_copy("copy_from_host", t, (void *)src, nbytes, false);
 }
 
 /* ---- in-place updates ---- */
 
-
-nb_status nb_copy_(nb_tensor *dst, nb_tensor *src) {
+static nb_status copy_impl(nb_tensor *dst, nb_tensor *src) {
     if (!inplace_ok("copy_", dst)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "copy_: src is NULL");
     const nb_backend *be = nb__backend_common("copy_", (nb_tensor *[]){dst, src}, 2);
@@ -133,11 +159,11 @@ nb_status nb_copy_(nb_tensor *dst, nb_tensor *src) {
     return st;
 }
 
-nb_status nb_fill_(nb_tensor *t, double value) {
+static nb_status fill_impl(nb_tensor *t, double value) {
     if (!inplace_ok("fill_", t)) return nb_last_status();
-    nb_tensor *v = nb__weak_scalar(value, false, t->storage->device);
+    nb_tensor *v = nb__weak_scalar(value, t->storage->device);
     if (!v) return nb_last_status();
-    nb_status st = nb_copy_(t, v);
+    nb_status st = copy_impl(t, v);
     nb_release(v);
     return st;
 }
@@ -147,7 +173,7 @@ static nb_status apply_inplace(nb_tensor *t, nb_tensor *r) {
     return r ? nb__backend_of(t)->copy(t, r) : nb_last_status();
 }
 
-nb_status nb_add_(nb_tensor *t, nb_tensor *src, double alpha) {
+static nb_status add_impl(nb_tensor *t, nb_tensor *src, double alpha) {
     if (!inplace_ok("add_", t)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "add_: src is NULL");
     nb_no_grad_begin();
@@ -162,7 +188,7 @@ nb_status nb_add_(nb_tensor *t, nb_tensor *src, double alpha) {
     return st;
 }
 
-nb_status nb_mul_scalar_(nb_tensor *t, double s) {
+static nb_status mul_scalar_impl(nb_tensor *t, double s) {
     if (!inplace_ok("mul_scalar_", t)) return nb_last_status();
     nb_no_grad_begin();
     nb_scope_begin();
@@ -170,4 +196,33 @@ nb_status nb_mul_scalar_(nb_tensor *t, double s) {
     nb_scope_end();
     nb_no_grad_end();
     return st;
+}
+
+/* ---- the public entry points: each reports its own status (NB_OWN_STATUS) ---- */
+nb_status nb_get(const nb_tensor *t, const int64_t *index, double *out) {
+    NB_OWN_STATUS("get", get_impl(t, index, out));
+}
+nb_status nb_set(nb_tensor *t, const int64_t *index, double value) {
+    NB_OWN_STATUS("set", set_impl(t, index, value));
+}
+nb_status nb_item(const nb_tensor *t, double *out) {
+    NB_OWN_STATUS("item", item_impl(t, out));
+}
+nb_status nb_copy_to_host(const nb_tensor *t, void *dst, size_t nbytes) {
+    NB_OWN_STATUS("copy_to_host", copy_to_host_impl(t, dst, nbytes));
+}
+nb_status nb_copy_from_host(nb_tensor *t, const void *src, size_t nbytes) {
+    NB_OWN_STATUS("copy_from_host", copy_from_host_impl(t, src, nbytes));
+}
+nb_status nb_copy_(nb_tensor *dst, nb_tensor *src) {
+    NB_OWN_STATUS("copy_", copy_impl(dst, src));
+}
+nb_status nb_fill_(nb_tensor *t, double value) {
+    NB_OWN_STATUS("fill_", fill_impl(t, value));
+}
+nb_status nb_add_(nb_tensor *t, nb_tensor *src, double alpha) {
+    NB_OWN_STATUS("add_", add_impl(t, src, alpha));
+}
+nb_status nb_mul_scalar_(nb_tensor *t, double s) {
+    NB_OWN_STATUS("mul_scalar_", mul_scalar_impl(t, s));
 }

@@ -127,6 +127,11 @@ void nb__store(void *p, nb_dtype dt, double v) {
     }
 }
 
+void nb__convert(void *dst, nb_dtype ddt, const void *src, nb_dtype sdt) {
+    if (!nb_dtype_is_float(ddt) && !nb_dtype_is_float(sdt)) nb__store_i64(dst, ddt, nb__load_i64(src, sdt));
+    else nb__store(dst, ddt, nb__load(src, sdt));
+}
+
 int64_t nb__load_i64(const void *p, nb_dtype dt) {
     switch (dt) {
     case NB_I8: return *(const int8_t *)p;

@@ -3,9 +3,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local nb_status tl_status = NB_OK;
-static _Thread_local char tl_msg[512];
+static _Thread_local char tl_msg[sizeof(((nb__error_frame *)0)->msg)];
 
 static nb_status set_v(nb_status s, const char *fmt, va_list ap) {
     tl_status = s;
@@ -28,6 +29,22 @@ nb_status nb__error_set(nb_status s, const char *fmt, ...) {
     set_v(s, fmt, ap);
     va_end(ap);
     return s;
+}
+
+void nb__own_begin(nb__error_frame *f) {
+    f->status = tl_status;
+    if (tl_status != NB_OK) memcpy(f->msg, tl_msg, sizeof tl_msg);
+    nb_clear_error();
+}
+
+nb_status nb__own_end(const nb__error_frame *f, const char *op, nb_status st) {
+    if (st == NB_OK) {
+        tl_status = f->status;
+        if (f->status != NB_OK) memcpy(tl_msg, f->msg, sizeof tl_msg);
+    } else if (tl_status == NB_OK) {
+        nb__error_set(st, "%s: failed (%s)", op, nb_status_name(st));
+    }
+    return st;
 }
 
 nb_status nb_last_status(void) { return tl_status; }

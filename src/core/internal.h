@@ -18,6 +18,26 @@ nb_status nb__error(nb_status s, const char *fmt, ...)
 /** Record an error, replacing any pending one (for fresh top-level calls). */
 nb_status nb__error_set(nb_status s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/** The error pending when a public nb_status function was entered (nb__own_begin). */
+typedef struct nb__error_frame {
+    nb_status status;
+    char msg[512];
+} nb__error_frame;
+/** Save and clear the pending error, so the work of a public nb_status
+ *  function records its own failure first (nb__error keeps the first). */
+void nb__own_begin(nb__error_frame *f);
+/** Finish that function with result st: on success restore the saved error
+ *  (success never clears one); on failure keep the function's own error,
+ *  recording a generic one naming `op` when the work set none.  Returns st. */
+nb_status nb__own_end(const nb__error_frame *f, const char *op, nb_status st);
+/** `return call;` from a public nb_status function `op`, with the status and
+ *  message that call itself produced (never a stale pending one). */
+#define NB_OWN_STATUS(op, call)                                                 \
+    do {                                                                        \
+        nb__error_frame own_frame_;                                             \
+        nb__own_begin(&own_frame_);                                             \
+        return nb__own_end(&own_frame_, op, (call));                            \
+    } while (0)
 /** Format a shape as "[2, 3]" into buf (size >= 160); returns buf. */
 const char *nb__shape_str(char *buf, const int64_t *shape, int ndim);
 #define NB_SHAPE_STR(t) nb__shape_str((char[192]){0}, (t)->shape, (t)->ndim)
@@ -155,6 +175,10 @@ int64_t nb__load_i64(const void *p, nb_dtype dt);
  *  PyTorch's integer arithmetic does; bool stores v != 0.  Float dtypes convert. */
 void nb__store_i64(void *p, nb_dtype dt, int64_t v);
 void nb__store(void *p, nb_dtype dt, double v);
+/** One element converted from sdt to ddt as a cast does (torch): between integer and bool
+ *  dtypes exactly, wrapping into a narrower type (two's complement, 300 → 44 in u8);
+ *  otherwise through double as nb__store (float → integer truncates and saturates). */
+void nb__convert(void *dst, nb_dtype ddt, const void *src, nb_dtype sdt);
 float nb__f16_to_f32(uint16_t h);
 uint16_t nb__f32_to_f16(float f);
 float nb__bf16_to_f32(uint16_t h);

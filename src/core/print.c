@@ -284,7 +284,7 @@ char *nb_to_string(const nb_tensor *t) {
     return b.p;
 }
 
-nb_status nb_print(const nb_tensor *t, FILE *f) {
+static nb_status print_impl(const nb_tensor *t, FILE *f) {
     if (!f) return nb__error(NB_ERR_NULL, "print: FILE is NULL");
     if (!t) return nb__error(NB_ERR_NULL, "print: tensor is NULL");
     char *s = nb_to_string(t);
@@ -292,4 +292,8 @@ nb_status nb_print(const nb_tensor *t, FILE *f) {
     int rc = fprintf(f, "%s\n", s);
     free(s);
     return rc < 0 ? nb__error(NB_ERR_IO, "print: write failed") : NB_OK;
+}
+
+nb_status nb_print(const nb_tensor *t, FILE *f) {
+    NB_OWN_STATUS("print", print_impl(t, f));
 }

@@ -355,7 +355,7 @@ static nb_status convert(nb_tensor *img, nb_tensor *lab, nb_tensor **images, nb_
     return NB_OK;
 }
 
-nb_status nb_fashion_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels) {
+static nb_status load_impl(const char *dir, bool train, nb_tensor **images, nb_tensor **labels) {
     if (!images || !labels) return nb__error(NB_ERR_NULL, "fashion_mnist_load: images or labels is NULL");
     *images = *labels = NULL;
     const char *root = dir ? dir : NB_FASHION_MNIST_DIR;
@@ -366,4 +366,8 @@ nb_status nb_fashion_mnist_load(const char *dir, bool train, nb_tensor **images,
     nb_release(img);
     nb_release(lab);
     return rc;
+}
+
+nb_status nb_fashion_mnist_load(const char *dir, bool train, nb_tensor **images, nb_tensor **labels) {
+    NB_OWN_STATUS("fashion_mnist_load", load_impl(dir, train, images, labels));
 }

@@ -606,7 +606,7 @@ static nb_status write_atomically(const char *path, const st_plan *p) {
     return rc;
 }
 
-nb_status nb_safetensors_save(const char *path, const char *const *names, nb_tensor *const *tensors, int n) {
+static nb_status save_impl(const char *path, const char *const *names, nb_tensor *const *tensors, int n) {
     if (!path || (n > 0 && (!names || !tensors)))
         return nb__error(NB_ERR_NULL, "%s: path, names or tensors is NULL", SAVE);
     if (n < 0) return nb__error(NB_ERR_ARG, "%s: tensor count %d is negative", SAVE, n);
@@ -624,4 +624,8 @@ nb_status nb_safetensors_save(const char *path, const char *const *names, nb_ten
     nb_scope_end();
     plan_free(&p);
     return rc;
+}
+
+nb_status nb_safetensors_save(const char *path, const char *const *names, nb_tensor *const *tensors, int n) {
+    NB_OWN_STATUS(SAVE, save_impl(path, names, tensors, n));
 }

@@ -249,7 +249,7 @@ static nb_status step_one(nb_optimizer *o, int i) {
     return NB_OK;
 }
 
-nb_status nb_optim_step(nb_optimizer *o) {
+static nb_status step_impl(nb_optimizer *o) {
     if (!o) return nb__error_set(NB_ERR_NULL, "optim_step: optimizer is NULL");
     nb_status st = NB_OK;
     nb_scope_begin();
@@ -261,7 +261,7 @@ nb_status nb_optim_step(nb_optimizer *o) {
 
 /* ---- gradient clipping ---- */
 
-nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, double norm_type, double *total_norm) {
+static nb_status clip_impl(nb_tensor *const *params, int n, double max_norm, double norm_type, double *total_norm) {
     const char *op = "clip_grad_norm_";
     if (n < 0 || (n > 0 && !params)) return nb__error_set(NB_ERR_NULL, "%s: %d parameters given at NULL", op, n);
     if (!(max_norm >= 0) || !(norm_type > 0))
@@ -296,4 +296,12 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
     nb_scope_end();
     if (st == NB_OK && total_norm) *total_norm = total;
     return st;
+}
+
+nb_status nb_optim_step(nb_optimizer *o) {
+    NB_OWN_STATUS("optim_step", step_impl(o));
+}
+
+nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, double norm_type, double *total_norm) {
+    NB_OWN_STATUS("clip_grad_norm_", clip_impl(params, n, max_norm, norm_type, total_norm));
 }

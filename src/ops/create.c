@@ -47,8 +47,17 @@ nb_tensor *nb_zeros_like(const nb_tensor *t) { return filled_like("zeros_like", 
 nb_tensor *nb_ones_like(const nb_tensor *t) { return filled_like("ones_like", t, 1); }
 nb_tensor *nb_scalar(double value, nb_dtype dt) { return nb__own(filled("scalar", NULL, 0, dt, value, NB_CPU)); }
 
-nb_tensor *nb__weak_scalar(double v, bool is_int, nb_device dev) {
-    nb_tensor *t = filled("scalar", NULL, 0, is_int ? NB_I64 : NB_F64, v, dev);
+nb_tensor *nb__weak_int(int64_t v, nb_device dev) {
+    nb_tensor *t = filled("scalar", NULL, 0, NB_I64, 0, dev);
+    if (t) {
+        nb__store_i64(nb__ptr(t), NB_I64, v);
+        t->weak = true;
+    }
+    return t;
+}
+
+nb_tensor *nb__weak_scalar(double v, nb_device dev) {
+    nb_tensor *t = filled("scalar", NULL, 0, NB_F64, v, dev);
     if (t) t->weak = true;
     return t;
 }

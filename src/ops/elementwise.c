@@ -157,9 +157,10 @@ nb_tensor *nb_clamp(nb_tensor *x, double lo, double hi) {
 }
 
 /* ---- public binary ops: tensor, float-scalar and int-scalar forms ---- */
-static nb_tensor *with_scalar(nb_op op, nb_tensor *a, double v, bool is_int) {
+/* a (op) the C number f, or the C integer i when is_int (kept exact, never through double) */
+static nb_tensor *with_scalar(nb_op op, nb_tensor *a, double f, bool is_int, int64_t i) {
     NB_CHECK_ARG(nb__ops[op].name, a);
-    nb_tensor *s = nb__weak_scalar(v, is_int, a->storage->device);
+    nb_tensor *s = is_int ? nb__weak_int(i, a->storage->device) : nb__weak_scalar(f, a->storage->device);
     nb_tensor *r = s ? nb__binary(op, a, s) : NULL;
     nb_release(s);
     return nb__own(r);
@@ -167,8 +168,8 @@ static nb_tensor *with_scalar(nb_op op, nb_tensor *a, double v, bool is_int) {
 
 #define NB_BINARY_DEF(E, name)                                                                  \
     nb_tensor *nb_##name##_t(nb_tensor *a, nb_tensor *b) { return nb__own(nb__binary(NB_OP_##E, a, b)); } \
-    nb_tensor *nb_##name##_sf(nb_tensor *a, double b) { return with_scalar(NB_OP_##E, a, b, false); } \
-    nb_tensor *nb_##name##_si(nb_tensor *a, int64_t b) { return with_scalar(NB_OP_##E, a, (double)b, true); }
+    nb_tensor *nb_##name##_sf(nb_tensor *a, double b) { return with_scalar(NB_OP_##E, a, b, false, 0); } \
+    nb_tensor *nb_##name##_si(nb_tensor *a, int64_t b) { return with_scalar(NB_OP_##E, a, 0, true, b); }
 NB_BINARY_DEF(ADD, add) NB_BINARY_DEF(SUB, sub) NB_BINARY_DEF(MUL, mul) NB_BINARY_DEF(DIV, div)
 NB_BINARY_DEF(POW, pow) NB_BINARY_DEF(MAXIMUM, maximum) NB_BINARY_DEF(MINIMUM, minimum)
 NB_BINARY_DEF(ATAN2, atan2) NB_BINARY_DEF(REMAINDER, remainder) NB_BINARY_DEF(EQ, eq)
@@ -218,8 +219,7 @@ nb_tensor *nb_masked_fill(nb_tensor *x, nb_tensor *mask, double value) {
         return NULL;
     }
     NB_COMPOSITE_BEGIN();
-    nb_tensor *v = nb__own(nb__weak_scalar(value, !nb_dtype_is_float(x->dtype) && value == (double)(int64_t)value,
-                                           x->storage->device));
-    nb_tensor *vc = nb_cast(v, x->dtype);
-    NB_COMPOSITE_RETURN(nb_where(mask, vc, x));
+    /* value converted into x's dtype as nb_full does (float to integer saturates) */
+    nb_tensor *v = nb__own(nb__full_on(NULL, 0, value, x->dtype, x->storage->device));
+    NB_COMPOSITE_RETURN(nb_where(mask, v, x));
 }

@@ -70,8 +70,11 @@ nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt);
 nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1);
 /** Binary elementwise op with broadcasting and promotion (unscoped result). */
 nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b);
-/** A weak rank-0 scalar (wrapped C number) on dev. */
-nb_tensor *nb__weak_scalar(double v, bool is_int, nb_device dev);
+/** A weak rank-0 f64 scalar (a wrapped C floating-point number) on dev. */
+nb_tensor *nb__weak_scalar(double v, nb_device dev);
+/** A weak rank-0 i64 scalar holding v exactly (a C integer: converts into an operand's
+ *  integer dtype wrapping around, as torch). */
+nb_tensor *nb__weak_int(int64_t v, nb_device dev);
 /** Sum g over broadcast axes so that it has `shape` (the adjoint of broadcasting). Unscoped. */
 nb_tensor *nb__sum_to(nb_tensor *g, const int64_t *shape, int ndim);
 /** Rebuild a recorded view (op, attrs) on base; used by the view adjoints. Unscoped. */

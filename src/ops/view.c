@@ -411,7 +411,7 @@ nb_tensor *nb__view_grad(nb_tensor *g, nb_op view_op, const nb_attrs *va, const 
     if (!be) return NULL;
     nb_tensor *out = nb__tensor_new(base_shape, base_ndim, g->dtype, g->storage->device);
     if (!out) return NULL;
-    nb_tensor *zero = nb__weak_scalar(0, false, g->storage->device);
+    nb_tensor *zero = nb__weak_scalar(0, g->storage->device);
     nb_tensor *z = zero ? nb__expand_raw(zero, base_shape, base_ndim) : NULL;
     nb_status st = z ? be->copy(out, z) : NB_ERR_OOM;
     nb_no_grad_begin();

@@ -67,8 +67,7 @@ static void row_copy(void *p, int64_t n, char *const *ptr, const int64_t *s) {
         return;
     }
     if (copy_to_float(c, n, ptr, s)) return;
-    for (int64_t i = 0; i < n; i++)
-        nb__store(ptr[0] + i * s[0], c->dt[0], nb__load(ptr[1] + i * s[1], c->dt[1]));
+    for (int64_t i = 0; i < n; i++) nb__convert(ptr[0] + i * s[0], c->dt[0], ptr[1] + i * s[1], c->dt[1]);
 }
 
 static void row_unary(void *p, int64_t n, char *const *ptr, const int64_t *s) {

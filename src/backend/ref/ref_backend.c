@@ -37,7 +37,7 @@ static nb_status ref_copy(nb_tensor *dst, const nb_tensor *src) {
     if (dst->dtype == src->dtype) { /* bit-exact: no trip through double */
         FOR_EACH(dst, i) memcpy(at(dst, i), at(src, i), es);
     } else {
-        FOR_EACH(dst, i) put(dst, i, get(src, i));
+        FOR_EACH(dst, i) nb__convert(at(dst, i), dst->dtype, at(src, i), src->dtype);
     }
     return NB_OK;
 }
