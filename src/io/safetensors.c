@@ -86,10 +86,10 @@ struct nb_safetensors {
 
 static void st_destroy(nb_safetensors *h) {
     if (h->map) munmap(h->map, h->map_size);
-    for (int i = 0; i < h->n; i++) free(h->entries[i].name);
-    free(h->entries);
-    free(h->path);
-    free(h);
+    for (int i = 0; i < h->n; i++) nb__free(h->entries[i].name);
+    nb__free(h->entries);
+    nb__free(h->path);
+    nb__free(h);
 }
 
 static void st_unref(nb_safetensors *h) {
@@ -151,6 +151,10 @@ static json_t *parse_header(nb_safetensors *h) {
     }
     json_error_t je;
     json_t *root = json_loadb((const char *)h->map + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    if (!root && json_error_code(&je) == json_error_out_of_memory) {
+        st_fail(h, NB_ERR_OOM, "out of memory parsing the %llu-byte JSON header", (unsigned long long)n);
+        return NULL;
+    }
     if (!root) {
         st_fail(h, NB_ERR_FORMAT, "header is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
@@ -249,7 +253,7 @@ static bool parse_entry(const nb_safetensors *h, const char *name, json_t *v, st
 
 static bool read_entries(nb_safetensors *h, json_t *root) {
     size_t count = json_object_size(root) - (json_object_get(root, ST_METADATA) ? 1 : 0);
-    h->entries = calloc(count ? count : 1, sizeof *h->entries);
+    h->entries = nb__calloc(count ? count : 1, sizeof *h->entries);
     if (!h->entries) return st_fail(h, NB_ERR_OOM, "out of memory for %zu entries", count);
     const char *key;
     json_t *v;
@@ -260,7 +264,7 @@ static bool read_entries(nb_safetensors *h, json_t *root) {
         }
         st_entry *e = &h->entries[h->n];
         if (!parse_entry(h, key, v, e)) return false;
-        if (!(e->name = strdup(key))) return st_fail(h, NB_ERR_OOM, "out of memory");
+        if (!(e->name = nb__strdup(key))) return st_fail(h, NB_ERR_OOM, "out of memory");
         h->n++;
     }
     return true;
@@ -300,9 +304,9 @@ nb_safetensors *nb_safetensors_open(const char *path) {
         nb__error(NB_ERR_NULL, "safetensors_open: path is NULL");
         return NULL;
     }
-    nb_safetensors *h = calloc(1, sizeof *h);
-    if (!h || !(h->path = strdup(path))) {
-        free(h);
+    nb_safetensors *h = nb__calloc(1, sizeof *h);
+    if (!h || !(h->path = nb__strdup(path))) {
+        nb__free(h);
         nb__error(NB_ERR_OOM, "safetensors_open: out of memory");
         return NULL;
     }
@@ -387,7 +391,7 @@ static nb_status check_inputs(const char *const *names, nb_tensor *const *tensor
             return nb__error(NB_ERR_ARG, "%s: name %d ('%s') is empty or reserved", SAVE, i, names[i]);
     }
     if (n < 2) return NB_OK;
-    const char **sorted = malloc(sizeof *sorted * (size_t)n);
+    const char **sorted = nb__malloc(sizeof *sorted * (size_t)n);
     if (!sorted) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     memcpy(sorted, names, sizeof *sorted * (size_t)n);
     qsort(sorted, (size_t)n, sizeof *sorted, by_string);
@@ -395,7 +399,7 @@ static nb_status check_inputs(const char *const *names, nb_tensor *const *tensor
     for (int i = 1; i < n && rc == NB_OK; i++)
         if (strcmp(sorted[i - 1], sorted[i]) == 0)
             rc = nb__error(NB_ERR_ARG, "%s: name '%s' is used twice", SAVE, sorted[i]);
-    free(sorted);
+    nb__free(sorted);
     return rc;
 }
 
@@ -410,10 +414,10 @@ typedef struct st_plan {
 } st_plan;
 
 static void plan_free(st_plan *p) {
-    free(p->data);
-    free(p->order);
-    free(p->begin);
-    free(p->header);
+    nb__free(p->data);
+    nb__free(p->order);
+    nb__free(p->begin);
+    nb__free(p->header);
 }
 
 static nb_status plan_data(st_plan *p, nb_tensor *const *tensors) {
@@ -436,7 +440,7 @@ static int by_size_desc(const void *pa, const void *pb) {
 }
 
 static nb_status plan_layout(st_plan *p) {
-    int64_t (*keys)[2] = malloc(sizeof *keys * alloc_count(p->n));
+    int64_t (*keys)[2] = nb__malloc(sizeof *keys * alloc_count(p->n));
     if (!keys) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     for (int i = 0; i < p->n; i++) {
         keys[i][0] = (int64_t)nb_dtype_size(p->data[i]->dtype);
@@ -453,7 +457,7 @@ static nb_status plan_layout(st_plan *p) {
         if (__builtin_add_overflow(pos, bytes, &pos) || pos > INT64_MAX)
             rc = nb__error(NB_ERR_OVERFLOW, "%s: the data of %d tensors overflow the file size", SAVE, p->n);
     }
-    free(keys);
+    nb__free(keys);
     return rc;
 }
 
@@ -484,12 +488,14 @@ static nb_status plan_header(st_plan *p, const char *const *names) {
     if (!s) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     size_t len = strlen(s);
     p->header_len = ((8 + len + 7) & ~(size_t)7) - 8;
-    p->header = malloc(p->header_len);
+    p->header = nb__malloc(p->header_len);
     if (p->header) {
         memcpy(p->header, s, len);
         memset(p->header + len, ' ', p->header_len - len);
     }
-    free(s);
+    json_free_t json_free; /* s comes from jansson's allocator */
+    json_get_alloc_funcs(NULL, &json_free);
+    json_free(s);
     return p->header ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
 }
 
@@ -519,7 +525,7 @@ static nb_status write_contents(int fd, const char *tmp, const st_plan *p) {
 
 /* Make the rename durable; best effort (some file systems refuse directory fsync). */
 static void sync_parent_dir(const char *path) {
-    char *dir = strdup(path);
+    char *dir = nb__strdup(path);
     if (!dir) return;
     char *slash = strrchr(dir, '/');
     const char *d = ".";
@@ -533,7 +539,7 @@ static void sync_parent_dir(const char *path) {
         fsync(fd);
         close(fd);
     }
-    free(dir);
+    nb__free(dir);
 }
 
 /* Unique temporary file next to path; returns its fd (and name in tmp) or -1 with an error set. */
@@ -553,11 +559,11 @@ static int open_temp(const char *path, char *tmp, size_t cap) {
 
 static nb_status write_atomically(const char *path, const st_plan *p) {
     size_t cap = strlen(path) + 64;
-    char *tmp = malloc(cap);
+    char *tmp = nb__malloc(cap);
     if (!tmp) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     int fd = open_temp(path, tmp, cap);
     if (fd < 0) {
-        free(tmp);
+        nb__free(tmp);
         return nb_last_status();
     }
     nb_status rc = write_contents(fd, tmp, p);
@@ -567,7 +573,7 @@ static nb_status write_atomically(const char *path, const st_plan *p) {
         rc = nb__error(NB_ERR_IO, "%s: renaming '%s' to '%s': %s", SAVE, tmp, path, strerror(errno));
     if (rc == NB_OK) sync_parent_dir(path);
     else unlink(tmp);
-    free(tmp);
+    nb__free(tmp);
     return rc;
 }
 
@@ -578,8 +584,8 @@ nb_status nb_safetensors_save(const char *path, const char *const *names, nb_ten
     nb_status rc = check_inputs(names, tensors, n);
     if (rc != NB_OK) return rc;
     size_t m = alloc_count(n);
-    st_plan p = {.n = n, .data = calloc(m, sizeof *p.data), .order = calloc(m, sizeof *p.order),
-                 .begin = calloc(m, sizeof *p.begin)};
+    st_plan p = {.n = n, .data = nb__calloc(m, sizeof *p.data), .order = nb__calloc(m, sizeof *p.order),
+                 .begin = nb__calloc(m, sizeof *p.begin)};
     nb_scope_begin(); /* owns the host copies */
     if (!p.data || !p.order || !p.begin) rc = nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     if (rc == NB_OK) rc = plan_data(&p, tensors);

@@ -138,7 +138,7 @@ nb_tensor *nb_from_blob(void *data, const int64_t *shape, const int64_t *strides
                   NB_DIMS_STR(shape, ndim));
         return NULL;
     }
-    nb_storage *s = calloc(1, sizeof *s);
+    nb_storage *s = nb__calloc(1, sizeof *s);
     if (!s) {
         nb__error(NB_ERR_OOM, "%s: out of memory", op);
         return NULL;
