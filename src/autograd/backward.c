@@ -64,6 +64,12 @@ static nb_tensor *accumulate(nb_tensor *acc, nb_tensor *g) {
     return s;
 }
 
+/* *slot += g (g borrowed), for a requested gradient. */
+static nb_status accumulate_out(nb_tensor **slot, nb_tensor *g) {
+    *slot = accumulate(*slot, nb_retain(g));
+    return *slot ? NB_OK : nb_last_status();
+}
+
 /* g (owned) as a tensor nobody else holds: a VJP may hand one gradient to
  * several inputs, or pass the caller's seed through, and a leaf's grad must
  * not change when another grad or the seed is updated in place. */
@@ -155,8 +161,12 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
         grads[k] = NULL;
         if (!g) continue;
         /* a requested non-leaf input: its gradient is the one reaching its node */
-        for (int i = 0; i < n_inputs; i++)
-            if (inputs[i] && inputs[i]->node == n) grads_out[i] = accumulate(grads_out[i], nb_retain(g));
+        for (int i = 0; i < n_inputs && st == NB_OK; i++)
+            if (inputs[i] && inputs[i]->node == n) st = accumulate_out(&grads_out[i], g);
+        if (st != NB_OK) {
+            nb_release(g);
+            break;
+        }
         nb_vjp_fn vjp = nb__ops[n->op].vjp;
         NB_ASSERT(vjp);
         nb_tensor *gin_s[8] = {0}, **gin = n->n_in <= 8 ? gin_s : nb__calloc((size_t)n->n_in, sizeof *gin);
@@ -187,8 +197,8 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
                     grads[s] = accumulate(grads[s], gi);
                     if (!grads[s]) st = nb_last_status();
                 } else if (inputs) { /* leaves not asked for are skipped */
-                    for (int j = 0; j < n_inputs; j++)
-                        if (inputs[j] == x) grads_out[j] = accumulate(grads_out[j], nb_retain(gi));
+                    for (int j = 0; j < n_inputs && st == NB_OK; j++)
+                        if (inputs[j] == x) st = accumulate_out(&grads_out[j], gi);
                     nb_release(gi);
                 } else {
                     st = accumulate_leaf(x, gi);

@@ -37,13 +37,17 @@ static void *default_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 static nb_alloc_fn g_fn = default_alloc;
 static void *g_ud;
 static atomic_long g_live; /* blocks obtained from g_fn and not yet freed */
+static _Thread_local unsigned long tl_failures; /* requests g_fn refused on this thread */
 static json_malloc_t json_saved_malloc;
 static json_free_t json_saved_free;
 
 /* A block of `total` bytes (> HDR) whose user part starts `lead` bytes in, aligned to `align`. */
 static void *block_new(size_t total, size_t align) {
     char *base = g_fn(g_ud, NULL, 0, total);
-    if (!base) return NULL;
+    if (!base) {
+        tl_failures++;
+        return NULL;
+    }
     atomic_fetch_add_explicit(&g_live, 1, memory_order_relaxed);
     char *p = (char *)(((uintptr_t)base + HDR + align - 1) & ~(uintptr_t)(align - 1));
     ((hdr *)p)[-1] = (hdr){total, (size_t)(p - base)};
@@ -66,7 +70,10 @@ void *nb__realloc(void *p, size_t n) {
     NB_ASSERT(h.lead == HDR); /* aligned blocks (nb__alloc) are never resized */
     if (n > SIZE_MAX - HDR) return NULL;
     char *base = g_fn(g_ud, (char *)p - HDR, h.size, n + HDR);
-    if (!base) return NULL; /* the old block is untouched */
+    if (!base) { /* the old block is untouched */
+        tl_failures++;
+        return NULL;
+    }
     ((hdr *)base)->size = n + HDR;
     return base + HDR;
 }
@@ -94,6 +101,8 @@ void *nb__alloc(size_t nbytes) {
     if (!p) nb__error(NB_ERR_OOM, "alloc: out of memory allocating %zu bytes", nbytes);
     return p;
 }
+
+unsigned long nb__alloc_failures(void) { return tl_failures; }
 
 bool nb__allocator_custom(void) { return g_fn != default_alloc; }
 

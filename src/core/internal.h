@@ -73,6 +73,8 @@ char *nb__strdup(const char *s);
 void *nb__alloc(size_t nbytes);
 /** Free a block of any of the above (NULL is a no-op). */
 void nb__free(void *p);
+/** Allocation requests refused on this thread so far: tells a library's NULL from an out of memory. */
+unsigned long nb__alloc_failures(void);
 /** True while a user allocator (nb_set_allocator) is installed: every buffer must come from it. */
 bool nb__allocator_custom(void);
 /* NB_ASAN: building under AddressSanitizer (allocation shortcuts that would

@@ -150,8 +150,10 @@ static json_t *parse_header(nb_safetensors *h) {
         return NULL;
     }
     json_error_t je;
+    unsigned long failures = nb__alloc_failures();
     json_t *root = json_loadb((const char *)h->map + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
-    if (!root && json_error_code(&je) == json_error_out_of_memory) {
+    /* jansson may report an allocation failure as a syntax error, or not at all */
+    if (!root && (json_error_code(&je) == json_error_out_of_memory || nb__alloc_failures() != failures)) {
         st_fail(h, NB_ERR_OOM, "out of memory parsing the %llu-byte JSON header", (unsigned long long)n);
         return NULL;
     }
