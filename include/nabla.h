@@ -111,8 +111,8 @@ const char *nb_status_name(nb_status s);
  * (the message names what was being allocated) and frees everything the
  * call had allocated.  Blocks must be aligned for any C object
  * (alignof(max_align_t), as malloc's); nabla needs no more: it adds a
- * 16-byte header to each block, and 63 bytes more to place tensor data on
- * 64-byte boundaries.
+ * 16-byte header to each block, and up to 126 bytes more to tensor data
+ * to place it on whole 64-byte lines.
  * nabla calls fn from every thread that calls nabla functions (never from
  * its CPU worker threads): make fn thread-safe if several threads use nabla.
  */

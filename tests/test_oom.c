@@ -283,7 +283,7 @@ static void oom_safetensors_load(void **state) {
 }
 
 /* The contract of nb_set_allocator: refused while blocks are live; every buffer, large ones too,
- * comes from the function, 64-byte aligned; NULL restores the default. */
+ * comes from the function, 64-byte aligned, on the calling thread only; NULL restores the default. */
 static void allocator_contract(void **state) {
     (void)state;
     void *ud = &ud;
@@ -305,6 +305,16 @@ static void allocator_contract(void **state) {
     nb_release(small);
     nb_release(big);
     assert_int_equal(F.live, 0);
+    int threads = nb_get_num_threads(); /* the CPU workers never allocate: fn sees only this thread */
+    nb_set_num_threads(4);
+    nb_scope_begin();
+    nb_tensor *a = NBT(nb_ones(NB_SHAPE(256, 256), NB_F32));
+    double v = 0;
+    assert_int_equal(nb_item(nb_sum(nb_relu(nb_matmul(a, a)), NULL, 0, false), &v), NB_OK);
+    assert_true(v == 256.0 * 256 * 256);
+    nb_scope_end();
+    nb_set_num_threads(threads);
+    assert_int_equal(F.foreign, 0);
     nb_scope_begin(); /* an open scope holds memory too (once it owns a result) */
     NBT(nb_zeros(NB_SHAPE(2), NB_F32));
     assert_int_equal(nb_set_allocator(NULL, NULL), NB_ERR_STATE);

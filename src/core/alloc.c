@@ -93,11 +93,12 @@ void nb__free(void *p) {
 }
 
 void *nb__alloc(size_t nbytes) {
-    if (nbytes > SIZE_MAX - HDR - 63) {
+    if (nbytes > SIZE_MAX - HDR - 127) {
         nb__error(NB_ERR_OVERFLOW, "alloc: %zu bytes overflows size_t", nbytes);
         return NULL;
     }
-    void *p = block_new(nbytes + HDR + 63, 64);
+    size_t n = (nbytes + 63) & ~(size_t)63; /* whole 64-byte lines, as aligned_alloc gave */
+    void *p = block_new(n + HDR + 63, 64);
     if (!p) nb__error(NB_ERR_OOM, "alloc: out of memory allocating %zu bytes", nbytes);
     return p;
 }

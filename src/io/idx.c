@@ -273,8 +273,14 @@ static nb_status convert(nb_tensor *img, nb_tensor *lab, nb_tensor **images, nb_
     int64_t *yv = (int64_t *)nb__ptr(y);
     for (int64_t i = 0; i < n * pixels; i++) xv[i] = (float)p[i] / 255.0f;
     for (int64_t i = 0; i < n; i++) yv[i] = l[i];
-    *images = nb__own(x);
-    *labels = nb__own(y);
+    if (!(*images = nb__own(x))) {
+        nb_release(y);
+        return nb_last_status();
+    }
+    if (!(*labels = nb__own(y))) {
+        *images = NULL; /* the scope's: released with it */
+        return nb_last_status();
+    }
     return NB_OK;
 }
 
