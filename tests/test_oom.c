@@ -6,10 +6,11 @@
  * optional) and give every block back; a clean run right after must give the
  * results of a run before any fault.  Workloads: one training step of an MLP
  * (Sequential of Linear/ReLU, cross-entropy, backward, Adam), a
- * create_graph double backward, and a safetensors load.
+ * create_graph double backward, a safetensors load and a safetensors save.
  */
 #include "support.h"
 
+#include <glob.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -175,6 +176,42 @@ static nb_status st_load(double *out, int *nout) {
     return st;
 }
 
+/* Save the three tensors to ST_SAVED (absent before); out: 1 when the file is byte for byte the one
+ * write_file made.  On failure neither the file nor a temporary one may be left. */
+static char ST_SAVED[80];
+static nb_status st_save(double *out, int *nout) {
+    *nout = 0;
+    unlink(ST_SAVED);
+    nb_scope_begin();
+    nb_tensor *ts[3] = {nb_from_data(SA, NB_SHAPE(2, 3), NB_F32), nb_from_data(SB, NB_SHAPE(4), NB_I64),
+                        nb_from_data(SC, NB_SHAPE(2, 2), NB_F64)};
+    nb_status st = status_of(ts[0] && ts[1] && ts[2] ? ts : NULL);
+    if (st == NB_OK) st = nb_safetensors_save(ST_SAVED, ST_NAMES, ts, 3);
+    nb_scope_end();
+    char pattern[96];
+    snprintf(pattern, sizeof pattern, "%s*", ST_SAVED);
+    glob_t g;
+    int found = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    if (found) globfree(&g);
+    if (st != NB_OK) {
+        if (found) fail_msg("a failed save left %d files at %s", found, pattern);
+        return st;
+    }
+    assert_int_equal(found, 1);
+    FILE *a = fopen(ST_PATH, "rb"), *b = fopen(ST_SAVED, "rb");
+    assert_non_null(a);
+    assert_non_null(b);
+    int ca, cb;
+    do {
+        ca = fgetc(a);
+        cb = fgetc(b);
+    } while (ca == cb && ca != EOF);
+    fclose(a);
+    fclose(b);
+    out[(*nout)++] = ca == cb;
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -282,6 +319,21 @@ static void oom_safetensors_load(void **state) {
     uninstall();
 }
 
+static void oom_safetensors_save(void **state) {
+    (void)state;
+    install();
+    write_file();
+    snprintf(ST_SAVED, sizeof ST_SAVED, "%s.copy", ST_PATH);
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(st_save, ref, &nref);
+    expect_same(ref, nref, (double[]){1}, 1, "safetensors save", 0);
+    every_fault(st_save, "safetensors save", ref, nref, total);
+    unlink(ST_SAVED);
+    unlink(ST_PATH);
+    uninstall();
+}
+
 /* The contract of nb_set_allocator: refused while blocks are live; every buffer, large ones too,
  * comes from the function, 64-byte aligned, on the calling thread only; NULL restores the default. */
 static void allocator_contract(void **state) {
@@ -351,7 +403,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
-        cmocka_unit_test(oom_safetensors_load),
+        cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -476,29 +476,39 @@ static json_t *entry_json(const nb_tensor *t, uint64_t begin) {
 }
 
 static nb_status plan_header(st_plan *p, const char *const *names) {
+    /* jansson does not always report an allocation failure (json_dumps leaves out an object key it
+     * could not write), so the failures of nb_set_allocator's function are counted as well */
+    unsigned long failures = nb__alloc_failures();
     json_t *root = json_object();
-    nb_status rc = root ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-    for (int i = 0; i < p->n && rc == NB_OK; i++) {
+    bool oom = !root;
+    nb_status rc = NB_OK;
+    for (int i = 0; !oom && i < p->n && rc == NB_OK; i++) {
         json_t *e = entry_json(p->data[i], p->begin[i]);
-        if (!e) rc = nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-        else if (json_object_set_new(root, names[i], e) != 0) /* frees e */
-            rc = nb__error(NB_ERR_ARG, "%s: name %d is not valid UTF-8", SAVE, i);
+        if (!e) oom = true;
+        else if (json_object_set_new(root, names[i], e) != 0) { /* frees e; a bad key or no memory */
+            if (nb__alloc_failures() != failures) oom = true;
+            else rc = nb__error(NB_ERR_ARG, "%s: name %d is not valid UTF-8", SAVE, i);
+        }
     }
-    char *s = rc == NB_OK ? json_dumps(root, JSON_COMPACT) : NULL;
+    char *s = !oom && rc == NB_OK ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
-    if (rc != NB_OK) return rc;
-    if (!s) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-    size_t len = strlen(s);
-    p->header_len = ((8 + len + 7) & ~(size_t)7) - 8;
-    p->header = nb__malloc(p->header_len);
-    if (p->header) {
-        memcpy(p->header, s, len);
-        memset(p->header + len, ' ', p->header_len - len);
+    if (rc == NB_OK && (oom || !s || nb__alloc_failures() != failures))
+        rc = nb__error(NB_ERR_OOM, "%s: out of memory building the header of %d tensors", SAVE, p->n);
+    if (rc == NB_OK) {
+        size_t len = strlen(s);
+        p->header_len = ((8 + len + 7) & ~(size_t)7) - 8;
+        p->header = nb__malloc(p->header_len);
+        if (p->header) {
+            memcpy(p->header, s, len);
+            memset(p->header + len, ' ', p->header_len - len);
+        } else {
+            rc = nb__error(NB_ERR_OOM, "%s: out of memory for a %zu-byte header", SAVE, p->header_len);
+        }
     }
     json_free_t json_free; /* s comes from jansson's allocator */
     json_get_alloc_funcs(NULL, &json_free);
-    json_free(s);
-    return p->header ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
+    if (s) json_free(s);
+    return rc;
 }
 
 static bool write_all(int fd, const void *buf, size_t n) {
