@@ -334,6 +334,67 @@ static void oom_safetensors_save(void **state) {
     uninstall();
 }
 
+/* An optimizer step that runs out of memory updates no parameter: a retry gives the clean step's result. */
+static const double OP[2][3] = {{0.5, -1, 2}, {3, 0.25, -4}}, OG[2][3] = {{0.1, -0.2, 0.3}, {-1, 2, 0.5}};
+
+static nb_optimizer *optim_fixture(nb_tensor **p) {
+    for (int i = 0; i < 2; i++) {
+        p[i] = NBT(nb_from_data(OP[i], NB_SHAPE(3), NB_F64));
+        assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
+        nb_scope_begin();
+        nb_tensor *loss = NBT(nb_sum(NBT(nb_mul(p[i], NBT(nb_from_data(OG[i], NB_SHAPE(3), NB_F64)))), NULL, 0, false));
+        assert_int_equal(nb_backward(loss, NULL, false), NB_OK);
+        nb_scope_end();
+    }
+    nb_optimizer *o = nb_optim_adam(p, 2, NB_ADAM_DEFAULTS);
+    assert_non_null(o);
+    return o;
+}
+
+static void expect_params(nb_tensor **p, const double (*want)[3], const char *what, long k) {
+    double got[6];
+    int n = 0;
+    for (int i = 0; i < 2; i++) put_f64(got, &n, p[i]);
+    expect_same(got, n, &want[0][0], 6, what, k);
+}
+
+static void optim_step_all_or_nothing(void **state) {
+    (void)state;
+    install();
+    nb_tensor *p[2];
+    nb_optimizer *o = optim_fixture(p);
+    assert_int_equal(nb_optim_step(o), NB_OK);
+    double after[2][3];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) after[i][j] = nbt_at(p[i], j);
+    nb_optim_free(o);
+    nb_release(p[0]);
+    nb_release(p[1]);
+    long failed = 0;
+    for (long k = 1;; k++) {
+        o = optim_fixture(p);
+        F.calls = F.refused = 0;
+        F.fail_at = k;
+        nb_clear_error();
+        nb_status st = nb_optim_step(o);
+        F.fail_at = 0;
+        if (st != NB_OK) {
+            failed++;
+            assert_int_equal(st, NB_ERR_OOM);
+            expect_params(p, OP, "failed optimizer step", k);
+            assert_int_equal(nb_optim_step(o), NB_OK);
+        }
+        expect_params(p, after, "optimizer step", k);
+        nb_optim_free(o);
+        nb_release(p[0]);
+        nb_release(p[1]);
+        if (!F.refused) break; /* k went past the step's allocations */
+    }
+    assert_true(failed > 0);
+    assert_int_equal(F.live, 0);
+    uninstall();
+}
+
 /* The contract of nb_set_allocator: refused while blocks are live; every buffer, large ones too,
  * comes from the function, 64-byte aligned, on the calling thread only; NULL restores the default. */
 static void allocator_contract(void **state) {
@@ -404,6 +465,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
+        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
