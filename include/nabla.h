@@ -101,8 +101,8 @@ const char *nb_status_name(nb_status s);
 /* ------------------------------------------------------------------------ */
 
 /**
- * An allocation function, as Lua's lua_Alloc.  Called as fn(ud, ptr, osize,
- * nsize) with the `ud` given to nb_set_allocator:
+ * An allocation function, as lua_Alloc (Lua 5.4 manual, 4.6).  Called as
+ * fn(ud, ptr, osize, nsize) with the `ud` given to nb_set_allocator:
  *  - ptr NULL (osize 0): allocate nsize bytes;
  *  - nsize 0: free ptr, a block of osize bytes from fn; return NULL;
  *  - otherwise: resize ptr (osize bytes) to nsize bytes, as realloc.
