@@ -100,6 +100,52 @@ void nb_clear_error(void);
 const char *nb_status_name(nb_status s);
 
 /* ------------------------------------------------------------------------ */
+/* Memory: the allocator hook                                               */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * An allocation function, as lua_Alloc (Lua 5.4 manual, 4.6).  Called as
+ * fn(ud, ptr, osize, nsize) with the `ud` given to nb_set_allocator:
+ *  - ptr NULL (osize 0): allocate nsize bytes;
+ *  - nsize 0: free ptr, a block of osize bytes from fn; return NULL;
+ *  - otherwise: resize ptr (osize bytes) to nsize bytes, as realloc.
+ * It returns NULL if and only if it cannot fulfil a request with nsize > 0,
+ * leaving ptr's block untouched; nabla then fails the call with NB_ERR_OOM
+ * (the message names what was being allocated) and frees everything the
+ * call had allocated.  Blocks must be aligned for any C object
+ * (alignof(max_align_t), as malloc's); nabla needs no more: it adds a
+ * 16-byte header to each block, and up to 126 bytes more to tensor data
+ * to place it on whole 64-byte lines.
+ * nabla calls fn from every thread that calls nabla functions (never from
+ * its CPU worker threads): make fn thread-safe if several threads use nabla.
+ */
+typedef void *(*nb_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
+
+/**
+ * Make fn (with ud) the source of every heap block nabla allocates: tensor
+ * records and data, tape nodes, the scratch of nb_backward, scopes, modules,
+ * optimizers, safetensors handles, the buffers of safetensors saves and
+ * zlib's state while reading gzip'd IDX files.
+ * fn NULL restores the default (malloc, realloc, free).  Call it while no
+ * memory from the current function is live — no tensor, module, optimizer
+ * or safetensors handle exists and no scope is open, on any thread — and
+ * while no other thread is inside nabla; else NB_ERR_STATE (nothing changes).
+ * While a function other than the default is installed:
+ *  - buffers of 4 MiB and more come from it too, not from the huge-page cache
+ *    (see nb_cpu_simd_level);
+ *  - jansson (which parses safetensors headers) allocates through it:
+ *    json_set_alloc_funcs is process-wide, so a program that uses jansson
+ *    itself must hold no jansson value across the calls that install and
+ *    remove the function (jansson's own functions are restored with the
+ *    default).
+ * Not from fn: the string nb_to_string returns (malloc'd: the caller frees it
+ * with free()), thread stacks, and the memory maps of safetensors files (mmap).
+ */
+nb_status nb_set_allocator(nb_alloc_fn fn, void *ud);
+/** The current allocation function (the default one if none was set) and, when ud is not NULL, its ud in *ud. */
+nb_alloc_fn nb_get_allocator(void **ud);
+
+/* ------------------------------------------------------------------------ */
 /* Dtypes (T1)                                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -202,7 +248,9 @@ void nb_release(nb_tensor *t);
 /**
  * Open an autorelease scope on this thread.  Until the matching
  * nb_scope_end(), every tensor a function returns is owned by the scope.
- * Scopes nest.
+ * Scopes nest.  Out of memory for the scope: NB_ERR_OOM is set and every
+ * tensor-returning call fails with NB_ERR_OOM until the matching
+ * nb_scope_end(), which must still be called.
  */
 void nb_scope_begin(void);
 /**
@@ -215,7 +263,8 @@ void nb_scope_end(void);
  * Move t's scope-owned reference to the enclosing scope, or to the caller
  * when this is the outermost scope.  Returns t.  Use it to return a result
  * out of a scope.  If t is not owned by the innermost scope, takes a new
- * reference for the caller instead.
+ * reference for the caller instead.  NULL with NB_ERR_OOM when the enclosing
+ * scope cannot grow (t then stays in the innermost scope).
  */
 nb_tensor *nb_scope_keep(nb_tensor *t);
 

@@ -6,7 +6,6 @@
  */
 #include "../ops/ops.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static atomic_ulong pass_counter = 1;
@@ -19,7 +18,7 @@ typedef struct vec {
 static bool vec_push(vec *s, nb_node *x) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 64;
-        nb_node **v = realloc(s->v, sizeof *v * cap);
+        nb_node **v = nb__realloc(s->v, sizeof *v * cap);
         if (!v) return false;
         s->v = v;
         s->cap = cap;
@@ -51,8 +50,8 @@ static bool topo(nb_node *root, uint64_t pass, vec *order) {
             ok = vec_push(order, n);
         }
     }
-    free(stack.v);
-    free(child_i.v);
+    nb__free(stack.v);
+    nb__free(child_i.v);
     return ok;
 }
 
@@ -63,6 +62,12 @@ static nb_tensor *accumulate(nb_tensor *acc, nb_tensor *g) {
     nb_release(acc);
     nb_release(g);
     return s;
+}
+
+/* *slot += g (g borrowed), for a requested gradient. */
+static nb_status accumulate_out(nb_tensor **slot, nb_tensor *g) {
+    *slot = accumulate(*slot, nb_retain(g));
+    return *slot ? NB_OK : nb_last_status();
 }
 
 /* g (owned) as a tensor nobody else holds: a VJP may hand one gradient to
@@ -78,8 +83,12 @@ static nb_tensor *exclusive(nb_tensor *g) {
 
 /* leaf.grad += g (consumes g). */
 static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g) {
-    leaf->grad = leaf->grad ? accumulate(leaf->grad, g) : exclusive(g);
-    return leaf->grad ? NB_OK : nb_last_status();
+    nb_tensor *s = leaf->grad ? nb__binary(NB_OP_ADD, leaf->grad, g) : exclusive(g);
+    if (leaf->grad) nb_release(g);
+    if (!s) return nb_last_status(); /* the gradient held so far stays */
+    nb_release(leaf->grad);
+    leaf->grad = s;
+    return NB_OK;
 }
 
 /* Make g match input x: sum broadcast axes, cast dtype. Consumes g. */
@@ -133,14 +142,14 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
     uint64_t pass = atomic_fetch_add(&pass_counter, 1);
     vec order = {0};
     if (!topo(root->node, pass, &order)) {
-        free(order.v);
+        nb__free(order.v);
         nb_release(g0);
         st = nb__error(NB_ERR_OOM, "%s: out of memory sorting the tape", op);
         goto done;
     }
-    nb_tensor **grads = calloc(order.n, sizeof *grads);
+    nb_tensor **grads = nb__calloc(order.n, sizeof *grads);
     if (!grads) {
-        free(order.v);
+        nb__free(order.v);
         nb_release(g0);
         st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
         goto done;
@@ -152,11 +161,15 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
         grads[k] = NULL;
         if (!g) continue;
         /* a requested non-leaf input: its gradient is the one reaching its node */
-        for (int i = 0; i < n_inputs; i++)
-            if (inputs[i] && inputs[i]->node == n) grads_out[i] = accumulate(grads_out[i], nb_retain(g));
+        for (int i = 0; i < n_inputs && st == NB_OK; i++)
+            if (inputs[i] && inputs[i]->node == n) st = accumulate_out(&grads_out[i], g);
+        if (st != NB_OK) {
+            nb_release(g);
+            break;
+        }
         nb_vjp_fn vjp = nb__ops[n->op].vjp;
         NB_ASSERT(vjp);
-        nb_tensor *gin_s[8] = {0}, **gin = n->n_in <= 8 ? gin_s : calloc((size_t)n->n_in, sizeof *gin);
+        nb_tensor *gin_s[8] = {0}, **gin = n->n_in <= 8 ? gin_s : nb__calloc((size_t)n->n_in, sizeof *gin);
         if (!gin) {
             nb_release(g);
             st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
@@ -185,19 +198,19 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
                     grads[s] = accumulate(grads[s], gi);
                     if (!grads[s]) st = nb_last_status();
                 } else if (inputs) { /* leaves not asked for are skipped */
-                    for (int j = 0; j < n_inputs; j++)
-                        if (inputs[j] == x) grads_out[j] = accumulate(grads_out[j], nb_retain(gi));
+                    for (int j = 0; j < n_inputs && st == NB_OK; j++)
+                        if (inputs[j] == x) st = accumulate_out(&grads_out[j], gi);
                     nb_release(gi);
                 } else {
                     st = accumulate_leaf(x, gi);
                 }
             }
         for (int i = 0; i < n->n_in; i++) nb_release(gin[i]);
-        if (gin != gin_s) free(gin);
+        if (gin != gin_s) nb__free(gin);
     }
     for (size_t k = 0; k < order.n; k++) nb_release(grads[k]);
-    free(grads);
-    free(order.v);
+    nb__free(grads);
+    nb__free(order.v);
 done:
     if (!create_graph) nb_no_grad_end();
     if (st == NB_OK) st = nb_last_status(); /* any failed accumulation or conversion */
@@ -233,8 +246,14 @@ static nb_status grad_impl(nb_tensor *root, nb_tensor *seed, nb_tensor *const *i
             return nb__error_set(NB_ERR_STATE, "autograd_grad: input %d does not require grad", i);
     }
     nb_status st = engine(root, seed, inputs, n, create_graph, grads_out);
-    if (st == NB_OK)
-        for (int i = 0; i < n; i++) nb__own(grads_out[i]);
+    for (int i = 0; i < n && st == NB_OK; i++) {
+        if ((grads_out[i] = nb__own(grads_out[i]))) continue;
+        st = nb_last_status(); /* the scope could not take it */
+        for (int j = 0; j < n; j++) {
+            if (j > i) nb_release(grads_out[j]);
+            grads_out[j] = NULL; /* those before i belong to the scope */
+        }
+    }
     return st;
 }
 

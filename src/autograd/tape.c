@@ -5,9 +5,6 @@
  */
 #include "../ops/ops.h"
 
-#include <stdlib.h>
-#include <string.h>
-
 static _Thread_local int tl_no_grad;
 static atomic_ulong node_seq;
 
@@ -26,12 +23,12 @@ bool nb__should_record(nb_tensor *const *in, int n) {
 
 nb_tensor *nb__record(nb_tensor *out, int op, nb_tensor *const *in, int n, const nb_attrs *attrs) {
     NB_ASSERT(!out->node);
-    nb_node *node = calloc(1, sizeof *node + sizeof(nb_tensor *) * (size_t)n);
+    nb_node *node = nb__calloc(1, sizeof *node + sizeof(nb_tensor *) * (size_t)n);
     nb_tensor *alias = node ? nb__tensor_view_of(out->storage, out->shape, out->stride, out->ndim,
                                                  out->offset, out->dtype)
                             : NULL;
     if (!alias) {
-        free(node);
+        nb__free(node);
         nb_release(out);
         nb__error(NB_ERR_OOM, "%s: out of memory recording the tape", nb__ops[op].name);
         return NULL;
@@ -49,38 +46,27 @@ nb_tensor *nb__record(nb_tensor *out, int op, nb_tensor *const *in, int n, const
 }
 
 void nb__node_release(nb_node *n) {
-    /* Iterative: dropping a long chain must not recurse once per node. */
-    nb_node *stack_small[64], **stack = stack_small;
-    size_t sp = 0, cap = 64;
-    stack[sp++] = n;
-    while (sp) {
-        nb_node *x = stack[--sp];
-        if (atomic_fetch_sub(&x->refs, 1) != 1) continue;
+    /* Iterative, and without allocating: dropping a long chain must neither
+     * recurse once per node nor fail.  Dead nodes (no references left) wait
+     * in a list linked through their own `dead_next`. */
+    if (!n || atomic_fetch_sub(&n->refs, 1) != 1) return;
+    n->dead_next = NULL;
+    while (n) {
+        nb_node *x = n;
+        n = x->dead_next;
         for (int i = 0; i < x->n_in; i++) {
             nb_tensor *t = x->in[i];
-            if (!t) continue;
-            if (atomic_load(&t->refs) == 1 && t->node) {
-                /* last reference: free the tensor here, push its node */
-                nb_node *child = t->node;
-                t->node = NULL;
-                nb_release(t);
-                if (sp == cap) {
-                    nb_node **bigger = malloc(sizeof *bigger * cap * 2);
-                    if (!bigger) NB_ASSERT(!"tape release stack allocation failed");
-                    memcpy(bigger, stack, sizeof *bigger * sp);
-                    if (stack != stack_small) free(stack);
-                    stack = bigger;
-                    cap *= 2;
-                }
-                stack[sp++] = child;
-            } else {
-                nb_release(t);
+            nb_node *child = t && atomic_load(&t->refs) == 1 ? t->node : NULL;
+            if (child) t->node = NULL; /* last reference: free the tensor here, its node below */
+            nb_release(t);
+            if (child && atomic_fetch_sub(&child->refs, 1) == 1) {
+                child->dead_next = n;
+                n = child;
             }
         }
         nb_release(x->out);
-        free(x);
+        nb__free(x);
     }
-    if (stack != stack_small) free(stack);
 }
 
 nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {

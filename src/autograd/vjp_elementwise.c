@@ -77,7 +77,7 @@ RULE(clamp) { gin[0] = nb_mul(g, nb_logical_and(nb_gt(X, P0), nb_lt(X, P1))); re
 
 #define A (n->in[0])
 #define B (n->in[1])
-RULE(add) { gin[0] = nb_retain(g); gin[1] = nb_retain(g); nb__own(gin[0]); nb__own(gin[1]); return NB_OK; }
+RULE(add) { gin[0] = nb__own(nb_retain(g)); gin[1] = nb__own(nb_retain(g)); return NB_OK; }
 RULE(sub) { gin[0] = nb__own(nb_retain(g)); gin[1] = nb_neg(g); return NB_OK; }
 RULE(mul) { gin[0] = nb_mul(g, B); gin[1] = nb_mul(g, A); return NB_OK; }
 RULE(div) {

@@ -12,6 +12,7 @@
  * (environment, default 256; 0 disables it); the least recently freed block
  * is unmapped first.  Under AddressSanitizer large buffers come from the
  * ordinary allocator and are never cached, so use-after-free stays visible.
+ * While a user allocator is installed (nb_set_allocator) they come from it.
  */
 #include "internal.h"
 
@@ -76,6 +77,7 @@ static void cache_remove(int i) {
 }
 
 void *nb__large_alloc(size_t nbytes) {
+    if (nb__allocator_custom()) return nb__alloc(nbytes); /* the user's allocator serves every buffer */
     pthread_once(&once, init);
     size_t size = size_class(nbytes);
     if (!size) {
@@ -99,6 +101,10 @@ void *nb__large_alloc(size_t nbytes) {
 
 void nb__large_free(void *p, size_t nbytes) {
     if (!p) return;
+    if (nb__allocator_custom()) { /* nb_set_allocator: no buffer is live across a change */
+        nb__free(p);
+        return;
+    }
     size_t size = size_class(nbytes);
     pthread_once(&once, init);
     void *evict[NB_CACHE_SLOTS + 1];

@@ -80,9 +80,23 @@ typedef struct nb_storage {
 nb_storage *nb__storage_new(size_t nbytes, nb_device dev);
 void nb__storage_release(nb_storage *s);
 
-/** 64-byte aligned host allocation; NULL (with NB_ERR_OOM set) on failure. */
+/* ---- the heap (src/core/alloc.c): every allocation goes through these ---- */
+
+/** As malloc / calloc / realloc / strdup, from the nb_set_allocator function; NULL on
+ *  failure with NO error set (the caller names its operation in the NB_ERR_OOM message).
+ *  nb__realloc leaves the block untouched when it fails and never resizes nb__alloc blocks. */
+void *nb__malloc(size_t n);
+void *nb__calloc(size_t count, size_t size);
+void *nb__realloc(void *p, size_t n);
+char *nb__strdup(const char *s);
+/** 64-byte aligned host allocation; NULL (with NB_ERR_OOM / NB_ERR_OVERFLOW set) on failure. */
 void *nb__alloc(size_t nbytes);
+/** Free a block of any of the above (NULL is a no-op). */
 void nb__free(void *p);
+/** Allocation requests refused on this thread so far: tells a library's NULL from an out of memory. */
+unsigned long nb__alloc_failures(void);
+/** True while a user allocator (nb_set_allocator) is installed: every buffer must come from it. */
+bool nb__allocator_custom(void);
 /* NB_ASAN: building under AddressSanitizer (allocation shortcuts that would
  * hide overflows or use-after-free from it are switched off). */
 #if defined(__SANITIZE_ADDRESS__)
@@ -210,6 +224,7 @@ typedef struct nb_node {
     uint64_t seq;       /* creation order, for the topological sort */
     uint64_t mark;      /* scratch for the backward pass: pass id */
     int64_t slot;       /* scratch for the backward pass: gradient slot */
+    struct nb_node *dead_next; /* nb__node_release's list of dead nodes */
     nb_tensor *in[];    /* n_in retained inputs (NULL where absent) */
 } nb_node;
 

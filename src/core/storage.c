@@ -1,8 +1,6 @@
 /* storage.c — reference-counted buffers: owned host memory, or borrowed memory with a release callback. */
 #include "internal.h"
 
-#include <stdlib.h>
-
 /* Buffers of at most NB_INLINE_MAX bytes share one malloc block with their
  * record (data 64-byte aligned inside it): one allocation for a small
  * tensor's storage instead of two, and no aligned_alloc (not under ASan,
@@ -15,34 +13,21 @@
 #endif
 #define NB_LARGE_MIN ((size_t)4 << 20)
 
-void *nb__alloc(size_t nbytes) {
-    size_t n = (nbytes + 63) & ~(size_t)63;
-    if (n < nbytes) {
-        nb__error(NB_ERR_OVERFLOW, "alloc: %zu bytes overflows size_t", nbytes);
-        return NULL;
-    }
-    void *p = aligned_alloc(64, n ? n : 64);
-    if (!p) nb__error(NB_ERR_OOM, "alloc: out of memory allocating %zu bytes", nbytes);
-    return p;
-}
-
-void nb__free(void *p) { free(p); }
-
 nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
     if (!nb__is_host(dev)) {
         nb__error(NB_ERR_DEVICE, "storage: device type %d has no host allocator", (int)dev.type);
         return NULL;
     }
     bool inl = nbytes <= NB_INLINE_MAX;
-    nb_storage *s = malloc(inl ? sizeof *s + 63 + nbytes : sizeof *s);
+    nb_storage *s = nb__malloc(inl ? sizeof *s + 63 + nbytes : sizeof *s);
     if (!s) {
-        nb__error(NB_ERR_OOM, "storage: out of memory");
+        nb__error(NB_ERR_OOM, "storage: out of memory for the record of a %zu-byte buffer", nbytes);
         return NULL;
     }
     if (inl) s->data = (void *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
     else s->data = nbytes >= NB_LARGE_MIN ? nb__large_alloc(nbytes) : nb__alloc(nbytes);
     if (!s->data) {
-        free(s);
+        nb__free(s);
         return NULL;
     }
     atomic_init(&s->refs, 1);
@@ -59,5 +44,5 @@ void nb__storage_release(nb_storage *s) {
     if (s->owned && s->nbytes >= NB_LARGE_MIN) nb__large_free(s->data, s->nbytes);
     else if (s->owned) nb__free(s->data);
     else if (s->release) s->release(s->ctx, s->release_ptr);
-    free(s);
+    nb__free(s);
 }

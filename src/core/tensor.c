@@ -4,7 +4,6 @@
  */
 #include "internal.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 void nb__contiguous_strides(const int64_t *shape, int ndim, int64_t *stride) {
@@ -58,8 +57,8 @@ bool nb__strided_extent(const int64_t *shape, const int64_t *stride, int ndim, i
 }
 
 static nb_tensor *record_new(void) {
-    nb_tensor *t = calloc(1, sizeof *t);
-    if (!t) nb__error(NB_ERR_OOM, "tensor: out of memory");
+    nb_tensor *t = nb__calloc(1, sizeof *t);
+    if (!t) nb__error(NB_ERR_OOM, "tensor: out of memory for a tensor record");
     else atomic_init(&t->refs, 1);
     return t;
 }
@@ -118,10 +117,14 @@ void nb_release(nb_tensor *t) {
     nb__storage_release(t->storage);
     if (t->node) nb__node_release(t->node);
     nb_release(t->grad);
-    free(t);
+    nb__free(t);
 }
 
-/* ---- autorelease scopes ---- */
+/* ---- autorelease scopes ----
+ * Scope levels 0 … tl_depth-1 have an item array; when the stack cannot grow,
+ * nb_scope_begin opens a "lost" level instead (tl_lost counts them, always
+ * innermost): it owns nothing, so every result registered with it is
+ * released and its op fails with NB_ERR_OOM until the matching nb_scope_end. */
 
 typedef struct scope {
     nb_tensor **items;
@@ -129,21 +132,31 @@ typedef struct scope {
 } scope;
 
 static _Thread_local scope *tl_scopes;
-static _Thread_local int tl_depth, tl_cap;
+static _Thread_local int tl_depth, tl_cap, tl_lost;
 
 void nb_scope_begin(void) {
-    if (tl_depth == tl_cap) {
+    if (!tl_lost && tl_depth == tl_cap) {
         int cap = tl_cap ? 2 * tl_cap : 8;
-        scope *s = realloc(tl_scopes, sizeof *s * (size_t)cap);
-        if (!s) NB_ASSERT(!"scope stack allocation failed");
-        memset(s + tl_cap, 0, sizeof *s * (size_t)(cap - tl_cap));
-        tl_scopes = s;
-        tl_cap = cap;
+        scope *s = nb__realloc(tl_scopes, sizeof *s * (size_t)cap);
+        if (s) {
+            memset(s + tl_cap, 0, sizeof *s * (size_t)(cap - tl_cap));
+            tl_scopes = s;
+            tl_cap = cap;
+        }
+    }
+    if (tl_lost || tl_depth == tl_cap) {
+        if (!tl_lost) nb__error(NB_ERR_OOM, "scope_begin: out of memory opening scope level %d", tl_depth + 1);
+        tl_lost++;
+        return;
     }
     tl_scopes[tl_depth++].n = 0;
 }
 
 void nb_scope_end(void) {
+    if (tl_lost) {
+        tl_lost--;
+        return;
+    }
     if (tl_depth == 0) {
         nb__error(NB_ERR_STATE, "scope_end: no open scope (nb_scope_end without a matching nb_scope_begin)");
         return;
@@ -152,31 +165,44 @@ void nb_scope_end(void) {
     for (size_t i = s->n; i-- > 0;) nb_release(s->items[i]);
     s->n = 0;
     if (tl_depth == 0) { /* outermost closed: give the memory back */
-        for (int i = 0; i < tl_cap; i++) free(tl_scopes[i].items);
-        free(tl_scopes);
+        for (int i = 0; i < tl_cap; i++) nb__free(tl_scopes[i].items);
+        nb__free(tl_scopes);
         tl_scopes = NULL;
         tl_cap = 0;
     }
 }
 
-static void scope_push(scope *s, nb_tensor *t) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 32;
-        nb_tensor **it = realloc(s->items, sizeof *it * cap);
-        if (!it) NB_ASSERT(!"scope growth failed");
-        s->items = it;
-        s->cap = cap;
-    }
-    s->items[s->n++] = t;
+/* Room for one more item in level k (< tl_depth + tl_lost); false if there is none. */
+static bool scope_reserve(int k) {
+    if (k >= tl_depth) return false; /* a lost level */
+    scope *s = &tl_scopes[k];
+    if (s->n < s->cap) return true;
+    size_t cap = s->cap ? 2 * s->cap : 32;
+    nb_tensor **it = nb__realloc(s->items, sizeof *it * cap);
+    if (!it) return false;
+    s->items = it;
+    s->cap = cap;
+    return true;
+}
+
+static nb_tensor *scope_full(nb_tensor *t, int k) {
+    nb_release(t);
+    nb__error(NB_ERR_OOM, "scope: out of memory registering a result with scope level %d", k + 1);
+    return NULL;
 }
 
 nb_tensor *nb__own(nb_tensor *t) {
-    if (t && tl_depth > 0) scope_push(&tl_scopes[tl_depth - 1], t);
+    int k = tl_depth + tl_lost - 1; /* the innermost level */
+    if (!t || k < 0) return t;
+    if (!scope_reserve(k)) return scope_full(t, k);
+    scope *s = &tl_scopes[k];
+    s->items[s->n++] = t;
     return t;
 }
 
 nb_tensor *nb__scope_take(nb_tensor *t) {
     if (!t) return NULL;
+    if (tl_lost) return nb_retain(t); /* a lost level owns nothing */
     if (tl_depth == 0) return t; /* no scope: a public result already belongs to the caller */
     scope *s = &tl_scopes[tl_depth - 1];
     for (size_t i = s->n; i-- > 0;) {
@@ -191,9 +217,14 @@ nb_tensor *nb__scope_take(nb_tensor *t) {
 
 nb_tensor *nb_scope_keep(nb_tensor *t) {
     if (!t) return NULL;
-    if (tl_depth == 0) return nb_retain(t); /* owned by no scope: a new reference */
+    int outer = tl_depth + tl_lost - 2; /* the enclosing level; -1: the caller */
+    if (outer < -1) return nb_retain(t); /* owned by no scope: a new reference */
+    if (outer >= 0 && !scope_reserve(outer)) { /* make room first: on failure t stays where it was */
+        nb__error(NB_ERR_OOM, "scope_keep: out of memory registering the tensor with scope level %d", outer + 1);
+        return NULL;
+    }
     nb__scope_take(t);
-    if (tl_depth > 1) scope_push(&tl_scopes[tl_depth - 2], t);
+    if (outer >= 0) tl_scopes[outer].items[tl_scopes[outer].n++] = t;
     return t;
 }
 

@@ -109,8 +109,18 @@ static int64_t src_read(idx_src *s, const char *path, void *buf, int64_t n) {
 }
 
 /* A source on fd (which it owns from here on), told plain or gzip by its first bytes; NULL after an error. */
+/* zlib's allocations go through the library's allocator (nb_set_allocator) */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size) {
+    (void)opaque;
+    return nb__calloc(items, size);
+}
+static void z_free(voidpf opaque, voidpf p) {
+    (void)opaque;
+    nb__free(p);
+}
+
 static idx_src *src_open(int fd, const char *path) {
-    idx_src *s = calloc(1, sizeof *s);
+    idx_src *s = nb__calloc(1, sizeof *s);
     if (!s) {
         nb__error(NB_ERR_OOM, "%s: '%s': out of memory for the read buffer", OP, path);
         close(fd);
@@ -119,16 +129,18 @@ static idx_src *src_open(int fd, const char *path) {
     s->fd = fd;
     if (!src_fill(s, path)) {
         close(fd);
-        free(s);
+        nb__free(s);
         return NULL;
     }
     s->gzip = s->z.avail_in >= 2 && s->in[0] == 0x1f && s->in[1] == 0x8b;
     unsigned char *next = s->z.next_in;
     uInt avail = s->z.avail_in;
+    s->z.zalloc = z_alloc;
+    s->z.zfree = z_free;
     if (s->gzip && inflateInit2(&s->z, 16 + MAX_WBITS) != Z_OK) { /* 16: gzip wrapper only */
         nb__error(NB_ERR_OOM, "%s: '%s': out of memory for the zlib stream", OP, path);
         close(fd);
-        free(s);
+        nb__free(s);
         return NULL;
     }
     s->z.next_in = next;
@@ -139,7 +151,7 @@ static idx_src *src_open(int fd, const char *path) {
 static void src_close(idx_src *s) {
     if (s->gzip) inflateEnd(&s->z);
     close(s->fd);
-    free(s);
+    nb__free(s);
 }
 
 typedef struct idx_header {
@@ -350,8 +362,14 @@ static nb_status convert(nb_tensor *img, nb_tensor *lab, nb_tensor **images, nb_
     int64_t *yv = (int64_t *)nb__ptr(y);
     for (int64_t i = 0; i < n * pixels; i++) xv[i] = (float)p[i] / 255.0f;
     for (int64_t i = 0; i < n; i++) yv[i] = l[i];
-    *images = nb__own(x);
-    *labels = nb__own(y);
+    if (!(*images = nb__own(x))) {
+        nb_release(y);
+        return nb_last_status();
+    }
+    if (!(*labels = nb__own(y))) {
+        *images = NULL; /* the scope's: released with it */
+        return nb_last_status();
+    }
     return NB_OK;
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,10 +87,10 @@ struct nb_safetensors {
 
 static void st_destroy(nb_safetensors *h) {
     if (h->map) munmap(h->map, h->map_size);
-    for (int i = 0; i < h->n; i++) free(h->entries[i].name);
-    free(h->entries);
-    free(h->path);
-    free(h);
+    for (int i = 0; i < h->n; i++) nb__free(h->entries[i].name);
+    nb__free(h->entries);
+    nb__free(h->path);
+    nb__free(h);
 }
 
 static void st_unref(nb_safetensors *h) {
@@ -150,7 +151,13 @@ static json_t *parse_header(nb_safetensors *h) {
         return NULL;
     }
     json_error_t je;
+    unsigned long failures = nb__alloc_failures();
     json_t *root = json_loadb((const char *)h->map + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
+    /* jansson may report an allocation failure as a syntax error, or not at all */
+    if (!root && (json_error_code(&je) == json_error_out_of_memory || nb__alloc_failures() != failures)) {
+        st_fail(h, NB_ERR_OOM, "out of memory parsing the %llu-byte JSON header", (unsigned long long)n);
+        return NULL;
+    }
     if (!root) {
         st_fail(h, NB_ERR_FORMAT, "header is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         return NULL;
@@ -249,7 +256,7 @@ static bool parse_entry(const nb_safetensors *h, const char *name, json_t *v, st
 
 static bool read_entries(nb_safetensors *h, json_t *root) {
     size_t count = json_object_size(root) - (json_object_get(root, ST_METADATA) ? 1 : 0);
-    h->entries = calloc(count ? count : 1, sizeof *h->entries);
+    h->entries = nb__calloc(count ? count : 1, sizeof *h->entries);
     if (!h->entries) return st_fail(h, NB_ERR_OOM, "out of memory for %zu entries", count);
     const char *key;
     json_t *v;
@@ -260,7 +267,7 @@ static bool read_entries(nb_safetensors *h, json_t *root) {
         }
         st_entry *e = &h->entries[h->n];
         if (!parse_entry(h, key, v, e)) return false;
-        if (!(e->name = strdup(key))) return st_fail(h, NB_ERR_OOM, "out of memory");
+        if (!(e->name = nb__strdup(key))) return st_fail(h, NB_ERR_OOM, "out of memory");
         h->n++;
     }
     return true;
@@ -300,9 +307,9 @@ nb_safetensors *nb_safetensors_open(const char *path) {
         nb__error(NB_ERR_NULL, "safetensors_open: path is NULL");
         return NULL;
     }
-    nb_safetensors *h = calloc(1, sizeof *h);
-    if (!h || !(h->path = strdup(path))) {
-        free(h);
+    nb_safetensors *h = nb__calloc(1, sizeof *h);
+    if (!h || !(h->path = nb__strdup(path))) {
+        nb__free(h);
         nb__error(NB_ERR_OOM, "safetensors_open: out of memory");
         return NULL;
     }
@@ -387,7 +394,7 @@ static nb_status check_inputs(const char *const *names, nb_tensor *const *tensor
             return nb__error(NB_ERR_ARG, "%s: name %d ('%s') is empty or reserved", SAVE, i, names[i]);
     }
     if (n < 2) return NB_OK;
-    const char **sorted = malloc(sizeof *sorted * (size_t)n);
+    const char **sorted = nb__malloc(sizeof *sorted * (size_t)n);
     if (!sorted) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     memcpy(sorted, names, sizeof *sorted * (size_t)n);
     qsort(sorted, (size_t)n, sizeof *sorted, by_string);
@@ -395,7 +402,7 @@ static nb_status check_inputs(const char *const *names, nb_tensor *const *tensor
     for (int i = 1; i < n && rc == NB_OK; i++)
         if (strcmp(sorted[i - 1], sorted[i]) == 0)
             rc = nb__error(NB_ERR_ARG, "%s: name '%s' is used twice", SAVE, sorted[i]);
-    free(sorted);
+    nb__free(sorted);
     return rc;
 }
 
@@ -410,10 +417,10 @@ typedef struct st_plan {
 } st_plan;
 
 static void plan_free(st_plan *p) {
-    free(p->data);
-    free(p->order);
-    free(p->begin);
-    free(p->header);
+    nb__free(p->data);
+    nb__free(p->order);
+    nb__free(p->begin);
+    nb__free(p->header);
 }
 
 static nb_status plan_data(st_plan *p, nb_tensor *const *tensors) {
@@ -436,7 +443,7 @@ static int by_size_desc(const void *pa, const void *pb) {
 }
 
 static nb_status plan_layout(st_plan *p) {
-    int64_t (*keys)[2] = malloc(sizeof *keys * alloc_count(p->n));
+    int64_t (*keys)[2] = nb__malloc(sizeof *keys * alloc_count(p->n));
     if (!keys) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     for (int i = 0; i < p->n; i++) {
         keys[i][0] = (int64_t)nb_dtype_size(p->data[i]->dtype);
@@ -453,7 +460,7 @@ static nb_status plan_layout(st_plan *p) {
         if (__builtin_add_overflow(pos, bytes, &pos) || pos > INT64_MAX)
             rc = nb__error(NB_ERR_OVERFLOW, "%s: the data of %d tensors overflow the file size", SAVE, p->n);
     }
-    free(keys);
+    nb__free(keys);
     return rc;
 }
 
@@ -470,27 +477,39 @@ static json_t *entry_json(const nb_tensor *t, uint64_t begin) {
 }
 
 static nb_status plan_header(st_plan *p, const char *const *names) {
+    /* jansson does not always report an allocation failure (json_dumps leaves out an object key it
+     * could not write), so the failures of nb_set_allocator's function are counted as well */
+    unsigned long failures = nb__alloc_failures();
     json_t *root = json_object();
-    nb_status rc = root ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-    for (int i = 0; i < p->n && rc == NB_OK; i++) {
+    bool oom = !root;
+    nb_status rc = NB_OK;
+    for (int i = 0; !oom && i < p->n && rc == NB_OK; i++) {
         json_t *e = entry_json(p->data[i], p->begin[i]);
-        if (!e) rc = nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-        else if (json_object_set_new(root, names[i], e) != 0) /* frees e */
-            rc = nb__error(NB_ERR_ARG, "%s: name %d is not valid UTF-8", SAVE, i);
+        if (!e) oom = true;
+        else if (json_object_set_new(root, names[i], e) != 0) { /* frees e; a bad key or no memory */
+            if (nb__alloc_failures() != failures) oom = true;
+            else rc = nb__error(NB_ERR_ARG, "%s: name %d is not valid UTF-8", SAVE, i);
+        }
     }
-    char *s = rc == NB_OK ? json_dumps(root, JSON_COMPACT) : NULL;
+    char *s = !oom && rc == NB_OK ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
-    if (rc != NB_OK) return rc;
-    if (!s) return nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-    size_t len = strlen(s);
-    p->header_len = ((8 + len + 7) & ~(size_t)7) - 8;
-    p->header = malloc(p->header_len);
-    if (p->header) {
-        memcpy(p->header, s, len);
-        memset(p->header + len, ' ', p->header_len - len);
+    if (rc == NB_OK && (oom || !s || nb__alloc_failures() != failures))
+        rc = nb__error(NB_ERR_OOM, "%s: out of memory building the header of %d tensors", SAVE, p->n);
+    if (rc == NB_OK) {
+        size_t len = strlen(s);
+        p->header_len = ((8 + len + 7) & ~(size_t)7) - 8;
+        p->header = nb__malloc(p->header_len);
+        if (p->header) {
+            memcpy(p->header, s, len);
+            memset(p->header + len, ' ', p->header_len - len);
+        } else {
+            rc = nb__error(NB_ERR_OOM, "%s: out of memory for a %zu-byte header", SAVE, p->header_len);
+        }
     }
-    free(s);
-    return p->header ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
+    json_free_t json_free; /* s comes from jansson's allocator */
+    json_get_alloc_funcs(NULL, &json_free);
+    if (s) json_free(s);
+    return rc;
 }
 
 static bool write_all(int fd, const void *buf, size_t n) {
@@ -519,7 +538,7 @@ static nb_status write_contents(int fd, const char *tmp, const st_plan *p) {
 
 /* Make the rename durable; best effort (some file systems refuse directory fsync). */
 static void sync_parent_dir(const char *path) {
-    char *dir = strdup(path);
+    char *dir = nb__strdup(path);
     if (!dir) return;
     char *slash = strrchr(dir, '/');
     const char *d = ".";
@@ -533,7 +552,7 @@ static void sync_parent_dir(const char *path) {
         fsync(fd);
         close(fd);
     }
-    free(dir);
+    nb__free(dir);
 }
 
 /* Unique temporary file next to path; returns its fd (and name in tmp) or -1 with an error set. */
@@ -552,7 +571,7 @@ static int open_temp(const char *path, char *tmp, size_t cap) {
 }
 
 /*
- * The file a save replaces, into *target (malloc'd): path itself, or the file a
+ * The file a save replaces, into *target (nb__malloc'd): path itself, or the file a
  * symlink at path resolves to (realpath), so the link is written through, not
  * replaced.  An existing target must be a regular file — a device, FIFO,
  * socket or directory is refused — and *st gets its status (st_nlink 0 for a
@@ -567,12 +586,14 @@ static nb_status save_target(const char *path, char **target, struct stat *st) {
         if (lstat(path, &lst) == 0)
             return nb__error(NB_ERR_IO, "%s: '%s' is a symbolic link to a missing file", SAVE, path);
         memset(st, 0, sizeof *st);
-        *target = strdup(path);
+        *target = nb__strdup(path);
     } else if (!S_ISREG(st->st_mode)) {
         return nb__error(NB_ERR_IO, "%s: '%s' exists and is not a regular file; refusing to replace it", SAVE, path);
     } else {
-        *target = realpath(path, NULL);
-        if (!*target) return nb__error(NB_ERR_IO, "%s: cannot resolve '%s': %s", SAVE, path, strerror(errno));
+        char resolved[PATH_MAX];
+        if (!realpath(path, resolved))
+            return nb__error(NB_ERR_IO, "%s: cannot resolve '%s': %s", SAVE, path, strerror(errno));
+        *target = nb__strdup(resolved);
     }
     return *target ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
 }
@@ -583,12 +604,12 @@ static nb_status write_atomically(const char *path, const st_plan *p) {
     nb_status rc = save_target(path, &target, &st);
     if (rc != NB_OK) return rc;
     size_t cap = strlen(target) + 64;
-    char *tmp = malloc(cap);
+    char *tmp = nb__malloc(cap);
     int fd = tmp ? open_temp(target, tmp, cap) : -1;
     if (fd < 0) {
         if (!tmp) nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
-        free(tmp);
-        free(target);
+        nb__free(tmp);
+        nb__free(target);
         return nb_last_status();
     }
     /* an existing file keeps its mode; a new one gets 0666 less the umask */
@@ -601,8 +622,8 @@ static nb_status write_atomically(const char *path, const st_plan *p) {
         rc = nb__error(NB_ERR_IO, "%s: renaming '%s' to '%s': %s", SAVE, tmp, target, strerror(errno));
     if (rc == NB_OK) sync_parent_dir(target);
     else unlink(tmp);
-    free(tmp);
-    free(target);
+    nb__free(tmp);
+    nb__free(target);
     return rc;
 }
 
@@ -613,8 +634,8 @@ static nb_status save_impl(const char *path, const char *const *names, nb_tensor
     nb_status rc = check_inputs(names, tensors, n);
     if (rc != NB_OK) return rc;
     size_t m = alloc_count(n);
-    st_plan p = {.n = n, .data = calloc(m, sizeof *p.data), .order = calloc(m, sizeof *p.order),
-                 .begin = calloc(m, sizeof *p.begin)};
+    st_plan p = {.n = n, .data = nb__calloc(m, sizeof *p.data), .order = nb__calloc(m, sizeof *p.order),
+                 .begin = nb__calloc(m, sizeof *p.begin)};
     nb_scope_begin(); /* owns the host copies */
     if (!p.data || !p.order || !p.begin) rc = nb__error(NB_ERR_OOM, "%s: out of memory", SAVE);
     if (rc == NB_OK) rc = plan_data(&p, tensors);

@@ -6,11 +6,10 @@
 #include "nn_internal.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 nb_module *nb__module_new(const char *kind, nb_tensor *(*forward)(nb_module *, nb_tensor *)) {
-    nb_module *m = calloc(1, sizeof *m);
+    nb_module *m = nb__calloc(1, sizeof *m);
     if (!m) {
         nb__error(NB_ERR_OOM, "%s: out of memory", kind);
         return NULL;
@@ -28,9 +27,9 @@ void nb__module_add_param(nb_module *m, const char *name, nb_tensor *t) {
 }
 
 static void flat_clear(nb_module *m) {
-    for (int i = 0; i < m->nflat; i++) free(m->flat_name[i]);
-    free(m->flat_name);
-    free(m->flat);
+    for (int i = 0; i < m->nflat; i++) nb__free(m->flat_name[i]);
+    nb__free(m->flat_name);
+    nb__free(m->flat);
     m->flat_name = NULL;
     m->flat = NULL;
     m->nflat = 0;
@@ -51,13 +50,13 @@ void nb_module_free(nb_module *m) {
     for (int i = 0; i < m->nchild; i++) {
         m->child[i]->parent = NULL;
         nb_module_free(m->child[i]);
-        free(m->cname[i]);
+        nb__free(m->cname[i]);
     }
     for (int i = 0; i < m->nparam; i++) nb_release(m->param[i]);
     flat_clear(m);
-    free(m->child);
-    free(m->cname);
-    free(m);
+    nb__free(m->child);
+    nb__free(m->cname);
+    nb__free(m);
 }
 
 /* ---- Sequential ---- */
@@ -92,14 +91,14 @@ static nb_status add_child(nb_module *seq, const char *name, nb_module *child) {
     if (!name_ok(seq, name)) return NB_ERR_ARG;
     if (seq->nchild == seq->cap) {
         int cap = seq->cap ? 2 * seq->cap : 8;
-        nb_module **c = realloc(seq->child, sizeof *c * (size_t)cap);
+        nb_module **c = nb__realloc(seq->child, sizeof *c * (size_t)cap);
         if (c) seq->child = c;
-        char **n = c ? realloc(seq->cname, sizeof *n * (size_t)cap) : NULL;
+        char **n = c ? nb__realloc(seq->cname, sizeof *n * (size_t)cap) : NULL;
         if (n) seq->cname = n;
         if (!c || !n) return nb__error_set(NB_ERR_OOM, "sequential_add: out of memory");
         seq->cap = cap;
     }
-    char *copy = strdup(name);
+    char *copy = nb__strdup(name);
     if (!copy) return nb__error_set(NB_ERR_OOM, "sequential_add: out of memory");
     seq->cname[seq->nchild] = copy;
     seq->child[seq->nchild++] = child;
@@ -141,13 +140,13 @@ void nb_module_train(nb_module *m, bool training) {
 
 static bool flat_push(nb_module *root, const char *prefix, const char *name, nb_tensor *t) {
     size_t len = strlen(prefix) + strlen(name) + 1;
-    char *full = malloc(len);
-    char **names = realloc(root->flat_name, sizeof *names * (size_t)(root->nflat + 1));
+    char *full = nb__malloc(len);
+    char **names = nb__realloc(root->flat_name, sizeof *names * (size_t)(root->nflat + 1));
     if (names) root->flat_name = names;
-    nb_tensor **ts = names ? realloc(root->flat, sizeof *ts * (size_t)(root->nflat + 1)) : NULL;
+    nb_tensor **ts = names ? nb__realloc(root->flat, sizeof *ts * (size_t)(root->nflat + 1)) : NULL;
     if (ts) root->flat = ts;
     if (!full || !ts) {
-        free(full);
+        nb__free(full);
         return false;
     }
     snprintf(full, len, "%s%s", prefix, name);
@@ -161,11 +160,11 @@ static bool flatten_into(nb_module *root, nb_module *m, const char *prefix) {
         if (!flat_push(root, prefix, m->pname[i], m->param[i])) return false;
     for (int i = 0; i < m->nchild; i++) {
         size_t len = strlen(prefix) + strlen(m->cname[i]) + 2;
-        char *sub = malloc(len);
+        char *sub = nb__malloc(len);
         if (!sub) return false;
         snprintf(sub, len, "%s%s.", prefix, m->cname[i]);
         bool ok = flatten_into(root, m->child[i], sub);
-        free(sub);
+        nb__free(sub);
         if (!ok) return false;
     }
     return true;
@@ -218,6 +217,7 @@ int nb_module_params(nb_module *m, nb_tensor **out, int max) {
         nb__error(NB_ERR_NULL, "module_params: out is NULL");
         return -1;
     }
-    for (int i = 0; i < m->nflat && i < max; i++) out[i] = nb__own(nb_retain(m->flat[i]));
+    for (int i = 0; i < m->nflat && i < max; i++)
+        if (!(out[i] = nb__own(nb_retain(m->flat[i])))) return -1; /* the scope holds out[0 … i-1] */
     return m->nflat;
 }

@@ -8,7 +8,6 @@
 #include "../backend/cpu/pool.h"
 
 #include <math.h>
-#include <stdlib.h>
 
 typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
 
@@ -50,12 +49,12 @@ static bool check_params(const char *op, nb_tensor *const *params, int n) {
 }
 
 static nb_optimizer *optimizer_new(opt_kind kind, const char *name, nb_tensor *const *params, int n) {
-    nb_optimizer *o = calloc(1, sizeof *o);
+    nb_optimizer *o = nb__calloc(1, sizeof *o);
     if (o) {
-        o->param = calloc((size_t)n + 1, sizeof *o->param);
-        o->state[0] = calloc((size_t)n + 1, sizeof *o->state[0]);
-        o->state[1] = calloc((size_t)n + 1, sizeof *o->state[1]);
-        o->steps = calloc((size_t)n + 1, sizeof *o->steps);
+        o->param = nb__calloc((size_t)n + 1, sizeof *o->param);
+        o->state[0] = nb__calloc((size_t)n + 1, sizeof *o->state[0]);
+        o->state[1] = nb__calloc((size_t)n + 1, sizeof *o->state[1]);
+        o->steps = nb__calloc((size_t)n + 1, sizeof *o->steps);
     }
     if (!o || !o->param || !o->state[0] || !o->state[1] || !o->steps) {
         nb_optim_free(o);
@@ -115,11 +114,11 @@ void nb_optim_free(nb_optimizer *o) {
         nb_release(o->state[0][i]);
         nb_release(o->state[1][i]);
     }
-    free(o->param);
-    free(o->state[0]);
-    free(o->state[1]);
-    free(o->steps);
-    free(o);
+    nb__free(o->param);
+    nb__free(o->state[0]);
+    nb__free(o->state[1]);
+    nb__free(o->steps);
+    nb__free(o);
 }
 
 double nb_optim_lr(const nb_optimizer *o) { return !o ? NAN : o->kind == OPT_SGD ? o->sgd.lr : o->adam.lr; }
@@ -235,18 +234,27 @@ static step_coefs coefs_for(const nb_optimizer *o, int64_t t) {
                         .inv_bc2 = 1 / sqrt(1 - pow(a->beta2, (double)t)), .eps = a->eps};
 }
 
-static nb_status step_one(nb_optimizer *o, int i) {
+/* Ready parameter i for its update, allocating all it needs (a dense gradient,
+ * which replaces p->grad, and the state) but updating nothing. */
+static nb_status prepare(nb_optimizer *o, int i) {
     nb_tensor *p = o->param[i];
     nb_tensor *g = dense_grad(o->name, p, i);
-    bool adam = o->kind != OPT_SGD;
-    int nstate = adam ? 2 : o->sgd.momentum != 0;
+    int nstate = o->kind != OPT_SGD ? 2 : o->sgd.momentum != 0;
     if (!g || !ensure_state(o, i, nstate)) return nb_last_status();
-    step_coefs k = coefs_for(o, ++o->steps[i]);
-    nb_tensor *s0 = o->state[0][i], *s1 = o->state[1][i];
-    step_job j = {.k = &k, .adam = adam, .f64 = p->dtype == NB_F64, .p = nb__ptr(p), .g = nb__ptr(g),
-                  .s0 = s0 ? nb__ptr(s0) : NULL, .s1 = s1 ? nb__ptr(s1) : NULL};
-    nb__parallel_for(nb__numel(p), 1 << 14, step_range, &j);
+    if (g != p->grad) { /* same values, contiguous */
+        nb_release(p->grad);
+        p->grad = nb_retain(g);
+    }
     return NB_OK;
+}
+
+/* Update parameter i (prepared) in place; allocates nothing, so it cannot fail. */
+static void update(nb_optimizer *o, int i) {
+    nb_tensor *p = o->param[i], *s0 = o->state[0][i], *s1 = o->state[1][i];
+    step_coefs k = coefs_for(o, ++o->steps[i]);
+    step_job j = {.k = &k, .adam = o->kind != OPT_SGD, .f64 = p->dtype == NB_F64, .p = nb__ptr(p),
+                  .g = nb__ptr(p->grad), .s0 = s0 ? nb__ptr(s0) : NULL, .s1 = s1 ? nb__ptr(s1) : NULL};
+    nb__parallel_for(nb__numel(p), 1 << 14, step_range, &j);
 }
 
 static nb_status step_impl(nb_optimizer *o) {
@@ -254,7 +262,10 @@ static nb_status step_impl(nb_optimizer *o) {
     nb_status st = NB_OK;
     nb_scope_begin();
     for (int i = 0; i < o->n && st == NB_OK; i++)
-        if (o->param[i]->grad) st = step_one(o, i);
+        if (o->param[i]->grad) st = prepare(o, i);
+    /* all allocations done: a failure above left every parameter untouched, none can happen below */
+    for (int i = 0; i < o->n && st == NB_OK; i++)
+        if (o->param[i]->grad) update(o, i);
     nb_scope_end();
     return st;
 }

@@ -270,7 +270,7 @@ static nb_tensor *max_pool(nb_tensor *x, const nb_window2d *w, nb_tensor **indic
     nb_scope_begin();
     nb_tensor *idx = NULL, *xb = batch_view("max_pool2d", x, 4, "[N, C, H, W]");
     nb_tensor *r = xb ? nb__own(max_pool_prim(xb, w, indices ? &idx : NULL)) : NULL;
-    nb__own(idx);
+    idx = nb__own(idx);
     r = nb__scope_take(unbatch(r, x, 4));
     idx = nb__scope_take(unbatch(idx, x, 4));
     nb_scope_end();
@@ -279,8 +279,13 @@ static nb_tensor *max_pool(nb_tensor *x, const nb_window2d *w, nb_tensor **indic
         nb_release(idx);
         return NULL;
     }
-    if (indices) *indices = nb__own(idx);
-    return nb__own(r);
+    if (indices && !(*indices = nb__own(idx))) {
+        nb_release(r);
+        return NULL;
+    }
+    r = nb__own(r);
+    if (!r && indices) *indices = NULL; /* already the scope's: released with it */
+    return r;
 }
 
 nb_tensor *nb_max_pool2d_with_indices(nb_tensor *x, nb_window2d w, nb_tensor **indices) {

@@ -147,7 +147,7 @@ nb_tensor *nb_from_blob(void *data, const int64_t *shape, const int64_t *strides
                   NB_DIMS_STR(shape, ndim));
         return NULL;
     }
-    nb_storage *s = calloc(1, sizeof *s);
+    nb_storage *s = nb__calloc(1, sizeof *s);
     if (!s) {
         nb__error(NB_ERR_OOM, "%s: out of memory", op);
         return NULL;
@@ -157,13 +157,13 @@ nb_tensor *nb_from_blob(void *data, const int64_t *shape, const int64_t *strides
     s->nbytes = n > 0 ? (size_t)((span + 1) * es) : 0;
     s->device = NB_CPU;
     s->owned = false;
-    s->release = NULL; /* set after the tensor exists: on failure the caller keeps the memory */
-    nb_tensor *t = nb__tensor_view_of(s, shape, st, ndim, -lo, dt);
+    s->release = NULL; /* set once the tensor is the caller's: on failure the caller keeps the memory */
+    nb_tensor *t = nb__own(nb__tensor_view_of(s, shape, st, ndim, -lo, dt));
     if (t) {
         s->release = release;
         s->ctx = ctx;
         s->release_ptr = data;
     }
     nb__storage_release(s);
-    return nb__own(t);
+    return t;
 }

@@ -136,7 +136,7 @@ static bool output_labels(const char *eq, const char *arrow, equation *e, int to
 
 /* Parse `eq` against the n operands into e (e->in allocated by the caller). */
 static bool parse(const char *eq, nb_tensor *const *ops, int n, equation *e) {
-    term *terms = malloc(sizeof *terms * (size_t)n);
+    term *terms = nb__malloc(sizeof *terms * (size_t)n);
     if (!terms) {
         nb__error(NB_ERR_OOM, "einsum: out of memory");
         return false;
@@ -169,7 +169,7 @@ static bool parse(const char *eq, nb_tensor *const *ops, int n, equation *e) {
         e->in[i].t = ops[i];
         term_labels(&terms[i], ops[i]->ndim - terms[i].n, total, &e->in[i]);
     }
-    free(terms);
+    nb__free(terms);
     return ok && label_sizes(eq, e, n) && output_labels(eq, *s ? s : NULL, e, total); /* *s: "->" or end */
 }
 
@@ -331,7 +331,7 @@ nb_tensor *nb_einsum(const char *equation_str, nb_tensor *const *operands, int n
             return NULL;
         }
     }
-    equation e = {.in = calloc((size_t)n, sizeof(labeled))};
+    equation e = {.in = nb__calloc((size_t)n, sizeof(labeled))};
     if (!e.in) {
         nb__error(NB_ERR_OOM, "einsum: out of memory");
         return NULL;
@@ -339,6 +339,6 @@ nb_tensor *nb_einsum(const char *equation_str, nb_tensor *const *operands, int n
     nb_tensor *r = NULL;
     NB_COMPOSITE_BEGIN();
     if (parse(equation_str, operands, n, &e)) r = evaluate(equation_str, &e, n);
-    free(e.in);
+    nb__free(e.in);
     NB_COMPOSITE_RETURN(r);
 }

@@ -99,7 +99,7 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {
         return NULL;
     }
     NB_CHECK_ARG("stack", ts[0]);
-    nb_tensor *us_small[16], **us = n <= 16 ? us_small : malloc(sizeof *us * (size_t)n);
+    nb_tensor *us_small[16], **us = n <= 16 ? us_small : nb__malloc(sizeof *us * (size_t)n);
     if (!us) {
         nb__error(NB_ERR_OOM, "stack: out of memory");
         return NULL;
@@ -117,7 +117,7 @@ nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {
         ok = us[i] != NULL;
     }
     nb_tensor *r = ok ? nb_cat(us, n, a) : NULL;
-    if (us != us_small) free(us);
+    if (us != us_small) nb__free(us);
     NB_COMPOSITE_RETURN(r);
 }
 
@@ -181,8 +181,7 @@ static nb_tensor *reflect_axis(nb_tensor *x, int d, int64_t l, int64_t r) {
         if (j >= n) j = 2 * (n - 1) - j;
         p[i] = j;
     }
-    nb__own(ix);
-    return nb_index_select(x, d, ix);
+    return nb_index_select(x, d, nb__own(ix));
 }
 
 nb_tensor *nb_pad(nb_tensor *x, const int64_t *pads, int npad, nb_pad_mode mode, double value) {

@@ -93,6 +93,7 @@ static bool decode_targets(const char *op, nb_tensor *x, nb_tensor *target, int6
 
 /* logp at the target classes, target-shaped (ignored entries not yet zeroed). */
 static nb_tensor *picked(nb_tensor *logp, const class_targets *ct) {
+    if (!logp) return NULL;
     int ca = class_axis(logp);
     return nb_squeeze(nb_gather(logp, ca, ct->index), ca);
 }

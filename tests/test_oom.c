@@ -1,0 +1,471 @@
+/*
+ * test_oom.c — out of memory, after SQLite's malloc fault injection: an
+ * allocator (nb_set_allocator) fails the k-th allocation (and, in a second
+ * pass, every allocation from the k-th on) for every k a workload makes.  Each
+ * run must return NB_ERR_OOM (or succeed, the failed allocation having been
+ * optional) and give every block back; a clean run right after must give the
+ * results of a run before any fault.  Workloads: one training step of an MLP
+ * (Sequential of Linear/ReLU, cross-entropy, backward, Adam), a
+ * create_graph double backward, a safetensors load and a safetensors save.
+ */
+#include "support.h"
+
+#include <glob.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- the fault-injecting allocator ---- */
+
+typedef struct fault {
+    long calls;     /* allocation requests (nsize > 0) since the run began */
+    long fail_at;   /* the first request to refuse; 0: none */
+    bool sticky;    /* refuse every request from fail_at on, not just that one */
+    long refused;
+    long live;      /* blocks handed out and not yet freed */
+    size_t bytes;   /* bytes of the live blocks */
+    long foreign;   /* requests from another thread than the test's */
+    pthread_t owner;
+} fault;
+
+static void *fault_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    fault *f = ud;
+    if (!pthread_equal(pthread_self(), f->owner)) f->foreign++;
+    if (nsize == 0) {
+        f->live--;
+        f->bytes -= osize;
+        free(ptr);
+        return NULL;
+    }
+    f->calls++;
+    if (f->fail_at > 0 && (f->calls == f->fail_at || (f->sticky && f->calls > f->fail_at))) {
+        f->refused++;
+        return NULL;
+    }
+    void *p = realloc(ptr, nsize);
+    if (p) {
+        f->live += ptr ? 0 : 1;
+        f->bytes += nsize - (ptr ? osize : 0);
+    }
+    return p;
+}
+
+static fault F;
+
+static void install(void) {
+    memset(&F, 0, sizeof F);
+    F.owner = pthread_self();
+    assert_int_equal(nb_set_allocator(fault_alloc, &F), NB_OK);
+}
+
+static void uninstall(void) { assert_int_equal(nb_set_allocator(NULL, NULL), NB_OK); }
+
+/* ---- workloads: each fills out[0 … *nout) and returns its status ---- */
+
+#define MAXOUT 128
+typedef nb_status (*workload)(double *out, int *nout);
+
+static nb_status status_of(const void *p) { return p ? NB_OK : nb_last_status(); }
+
+static void put_f32(double *out, int *nout, nb_tensor *t) {
+    const float *v = nb_data_ptr(t);
+    for (int64_t i = 0; i < nb_numel(t) && *nout < MAXOUT; i++) out[(*nout)++] = v[i];
+}
+
+static void put_f64(double *out, int *nout, nb_tensor *t) {
+    const double *v = nb_data_ptr(t);
+    for (int64_t i = 0; i < nb_numel(t) && *nout < MAXOUT; i++) out[(*nout)++] = v[i];
+}
+
+static nb_status add_layer(nb_module *seq, const char *name, nb_module *layer) {
+    return layer ? nb_sequential_add(seq, name, layer) : nb_last_status();
+}
+
+/* Sequential(Linear(4, 8), ReLU, Linear(8, 3)) seeded, one Adam step on cross_entropy of 5 samples;
+ * out: the loss, then every parameter after the step. */
+static nb_status train_step(double *out, int *nout) {
+    static const float X[5][4] = {{0.5f, -1, 2, 0}, {1, 1, -0.5f, 0.25f}, {-2, 0.5f, 0, 1},
+                                  {0.1f, 0.2f, 0.3f, 0.4f}, {-1, -1, 1, 1}};
+    static const int64_t Y[5] = {0, 2, 1, 2, 0};
+    *nout = 0;
+    nb_manual_seed(1234);
+    nb_module *net = nb_nn_sequential();
+    nb_optimizer *opt = NULL;
+    nb_status st = status_of(net);
+    nb_scope_begin();
+    if (st == NB_OK) st = add_layer(net, "fc1", nb_nn_linear(4, 8, true));
+    if (st == NB_OK) st = add_layer(net, "act", nb_nn_relu());
+    if (st == NB_OK) st = add_layer(net, "fc2", nb_nn_linear(8, 3, true));
+    nb_tensor *params[4];
+    int np = st == NB_OK ? nb_module_params(net, params, 4) : 0;
+    if (np < 0) st = nb_last_status();
+    if (st == NB_OK) st = status_of(opt = nb_optim_adam(params, np, NB_ADAM_DEFAULTS));
+    nb_tensor *loss = NULL;
+    if (st == NB_OK) {
+        nb_tensor *x = nb_from_data(X, NB_SHAPE(5, 4), NB_F32), *y = nb_from_data(Y, NB_SHAPE(5), NB_I64);
+        st = status_of(loss = nb_cross_entropy(nb_module_forward(net, x), y, NB_CROSS_ENTROPY_DEFAULTS));
+    }
+    if (st == NB_OK) st = nb_backward(loss, NULL, false);
+    if (st == NB_OK) st = nb_optim_step(opt);
+    if (st == NB_OK) st = nb_item(loss, &out[(*nout)++]);
+    for (int i = 0; st == NB_OK && i < np; i++) put_f32(out, nout, params[i]);
+    nb_scope_end();
+    nb_optim_free(opt);
+    nb_module_free(net);
+    return st;
+}
+
+/* y = sum(tanh(x) x²); g = dy/dx with create_graph; z = sum(g²); out: g, then dz/dx. */
+static const double XG[3] = {0.5, -1.25, 2.0};
+static nb_status double_backward(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_tensor *x = nb_from_data(XG, NB_SHAPE(3), NB_F64), *g = NULL;
+    nb_status st = x ? nb_set_requires_grad(x, true) : nb_last_status();
+    nb_tensor *y = st == NB_OK ? nb_sum(nb_mul(nb_tanh(x), nb_mul(x, x)), NULL, 0, false) : NULL;
+    if (st == NB_OK) st = status_of(y);
+    if (st == NB_OK) st = nb_autograd_grad(y, NULL, &x, 1, true, &g);
+    nb_tensor *z = st == NB_OK ? nb_sum(nb_mul(g, g), NULL, 0, false) : NULL;
+    if (st == NB_OK) st = status_of(z);
+    if (st == NB_OK) st = nb_backward(z, NULL, false);
+    nb_tensor *gx = st == NB_OK ? nb_grad(x) : NULL;
+    if (st == NB_OK) st = status_of(gx);
+    if (st == NB_OK) {
+        put_f64(out, nout, g);
+        put_f64(out, nout, gx);
+    }
+    nb_scope_end();
+    return st;
+}
+
+/* The file the load workload reads: three tensors of three dtypes. */
+static char ST_PATH[64];
+static const float SA[6] = {1.5f, -2, 0.25f, 8, -0.125f, 3};
+static const int64_t SB[4] = {7, -9, 1LL << 40, 0};
+static const double SC[4] = {3.141592653589793, -0.0, 1e-300, 2.5};
+static const char *const ST_NAMES[3] = {"layer.a", "layer.b", "c"};
+
+static void write_file(void) {
+    snprintf(ST_PATH, sizeof ST_PATH, "/tmp/nb_test_oom_%ld.safetensors", (long)getpid());
+    nb_scope_begin();
+    nb_tensor *ts[3] = {NBT(nb_from_data(SA, NB_SHAPE(2, 3), NB_F32)), NBT(nb_from_data(SB, NB_SHAPE(4), NB_I64)),
+                        NBT(nb_from_data(SC, NB_SHAPE(2, 2), NB_F64))};
+    assert_int_equal(nb_safetensors_save(ST_PATH, ST_NAMES, ts, 3), NB_OK);
+    nb_scope_end();
+}
+
+/* out: every element of the three tensors, in name order, as double. */
+static nb_status st_load(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_safetensors *h = nb_safetensors_open(ST_PATH);
+    nb_status st = status_of(h);
+    nb_tensor *t[3] = {0};
+    for (int i = 0; i < 3 && st == NB_OK; i++) st = status_of(t[i] = nb_safetensors_get(h, ST_NAMES[i]));
+    nb_safetensors_close(h); /* the tensors keep the mapping */
+    if (st == NB_OK) {
+        put_f32(out, nout, t[0]);
+        const int64_t *b = nb_data_ptr(t[1]);
+        for (int i = 0; i < 4; i++) out[(*nout)++] = (double)b[i];
+        put_f64(out, nout, t[2]);
+    }
+    nb_scope_end();
+    return st;
+}
+
+/* Save the three tensors to ST_SAVED (absent before); out: 1 when the file is byte for byte the one
+ * write_file made.  On failure neither the file nor a temporary one may be left. */
+static char ST_SAVED[80];
+static nb_status st_save(double *out, int *nout) {
+    *nout = 0;
+    unlink(ST_SAVED);
+    nb_scope_begin();
+    nb_tensor *ts[3] = {nb_from_data(SA, NB_SHAPE(2, 3), NB_F32), nb_from_data(SB, NB_SHAPE(4), NB_I64),
+                        nb_from_data(SC, NB_SHAPE(2, 2), NB_F64)};
+    nb_status st = status_of(ts[0] && ts[1] && ts[2] ? ts : NULL);
+    if (st == NB_OK) st = nb_safetensors_save(ST_SAVED, ST_NAMES, ts, 3);
+    nb_scope_end();
+    char pattern[96];
+    snprintf(pattern, sizeof pattern, "%s*", ST_SAVED);
+    glob_t g;
+    int found = glob(pattern, 0, NULL, &g) == 0 ? (int)g.gl_pathc : 0;
+    if (found) globfree(&g);
+    if (st != NB_OK) {
+        if (found) fail_msg("a failed save left %d files at %s", found, pattern);
+        return st;
+    }
+    assert_int_equal(found, 1);
+    FILE *a = fopen(ST_PATH, "rb"), *b = fopen(ST_SAVED, "rb");
+    assert_non_null(a);
+    assert_non_null(b);
+    int ca, cb;
+    do {
+        ca = fgetc(a);
+        cb = fgetc(b);
+    } while (ca == cb && ca != EOF);
+    fclose(a);
+    fclose(b);
+    out[(*nout)++] = ca == cb;
+    return st;
+}
+
+/* ---- the fault loop ---- */
+
+static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
+    if (ngot != nwant) fail_msg("%s, k = %ld: %d results, expected %d", what, k, ngot, nwant);
+    for (int i = 0; i < ngot; i++)
+        if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
+            fail_msg("%s, k = %ld: result %d is %.17g, expected %.17g", what, k, i, got[i], want[i]);
+}
+
+/* One run with the current fault settings: no leak, no foreign thread, recording back on. */
+static nb_status run_once(workload w, double *out, int *nout) {
+    F.calls = F.refused = 0;
+    nb_clear_error();
+    nb_status st = w(out, nout);
+    if (F.live != 0 || F.bytes != 0) fail_msg("%ld blocks (%zu bytes) leaked", F.live, F.bytes);
+    assert_int_equal(F.foreign, 0);
+    assert_true(nb_grad_enabled());
+    return st;
+}
+
+/* The reference results (checked against oracle by the caller) and the allocation count of w. */
+static long clean_run(workload w, double *ref, int *nref) {
+    F.fail_at = 0;
+    nb_status st = run_once(w, ref, nref);
+    if (st != NB_OK) fail_msg("clean run: %s: %s", nb_status_name(st), nb_last_message());
+    return F.calls;
+}
+
+static void fault_loop(workload w, const char *what, const double *ref, int nref, long total, bool sticky) {
+    long failed = 0, survived = 0;
+    for (long k = 1; k <= total; k++) {
+        double got[MAXOUT];
+        int ngot = 0;
+        F.fail_at = k;
+        F.sticky = sticky;
+        nb_status st = run_once(w, got, &ngot);
+        assert_true(F.refused > 0);
+        if (st == NB_OK) { /* the refused allocation was optional */
+            survived++;
+            expect_same(got, ngot, ref, nref, what, k);
+        } else {
+            failed++;
+            if (st != NB_ERR_OOM || nb_last_status() != NB_ERR_OOM || !strstr(nb_last_message(), "out of memory"))
+                fail_msg("%s, k = %ld%s: returned %s, pending %s: %s", what, k, sticky ? " (sticky)" : "",
+                         nb_status_name(st), nb_status_name(nb_last_status()), nb_last_message());
+        }
+        F.fail_at = 0; /* no state left behind: a clean run gives the reference again */
+        st = run_once(w, got, &ngot);
+        if (st != NB_OK) fail_msg("%s, clean run after k = %ld: %s: %s", what, k, nb_status_name(st), nb_last_message());
+        expect_same(got, ngot, ref, nref, what, k);
+    }
+    print_message("%s%s: %ld allocations, %ld runs failed with NB_ERR_OOM, %ld survived\n", what,
+                  sticky ? " (sticky)" : "", total, failed, survived);
+    assert_true(failed > 0);
+}
+
+static void every_fault(workload w, const char *what, const double *ref, int nref, long total) {
+    fault_loop(w, what, ref, nref, total, false);
+    fault_loop(w, what, ref, nref, total, true);
+}
+
+static void oom_train_step(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(train_step, ref, &nref);
+    assert_int_equal(nref, 1 + 8 * 4 + 8 + 3 * 8 + 3);
+    assert_true(isfinite(ref[0]) && ref[0] > 0);
+    every_fault(train_step, "train step", ref, nref, total);
+    uninstall();
+}
+
+static void oom_double_backward(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(double_backward, ref, &nref);
+    assert_int_equal(nref, 6);
+    for (int i = 0; i < 3; i++) { /* closed forms: g = s x² + 2x t, dz/dx = 2 g (4x s + 2t - 2x² s t), s = sech² */
+        double x = XG[i], t = tanh(x), s = 1 - t * t, g = s * x * x + 2 * x * t;
+        assert_true(fabs(ref[i] - g) <= 1e-12 * (1 + fabs(g)));
+        double dz = 2 * g * (4 * x * s + 2 * t - 2 * x * x * s * t);
+        assert_true(fabs(ref[3 + i] - dz) <= 1e-12 * (1 + fabs(dz)));
+    }
+    every_fault(double_backward, "create_graph backward", ref, nref, total);
+    uninstall();
+}
+
+static void oom_safetensors_load(void **state) {
+    (void)state;
+    install();
+    write_file();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(st_load, ref, &nref);
+    double want[14];
+    for (int i = 0; i < 6; i++) want[i] = SA[i];
+    for (int i = 0; i < 4; i++) want[6 + i] = (double)SB[i];
+    for (int i = 0; i < 4; i++) want[10 + i] = SC[i];
+    expect_same(ref, nref, want, 14, "safetensors load", 0);
+    every_fault(st_load, "safetensors load", ref, nref, total);
+    unlink(ST_PATH);
+    uninstall();
+}
+
+static void oom_safetensors_save(void **state) {
+    (void)state;
+    install();
+    write_file();
+    snprintf(ST_SAVED, sizeof ST_SAVED, "%s.copy", ST_PATH);
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(st_save, ref, &nref);
+    expect_same(ref, nref, (double[]){1}, 1, "safetensors save", 0);
+    every_fault(st_save, "safetensors save", ref, nref, total);
+    unlink(ST_SAVED);
+    unlink(ST_PATH);
+    uninstall();
+}
+
+/* An optimizer step that runs out of memory updates no parameter: a retry gives the clean step's result. */
+static const double OP[2][3] = {{0.5, -1, 2}, {3, 0.25, -4}}, OG[2][3] = {{0.1, -0.2, 0.3}, {-1, 2, 0.5}};
+
+static nb_optimizer *optim_fixture(nb_tensor **p) {
+    for (int i = 0; i < 2; i++) {
+        p[i] = NBT(nb_from_data(OP[i], NB_SHAPE(3), NB_F64));
+        assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
+        nb_scope_begin();
+        nb_tensor *loss = NBT(nb_sum(NBT(nb_mul(p[i], NBT(nb_from_data(OG[i], NB_SHAPE(3), NB_F64)))), NULL, 0, false));
+        assert_int_equal(nb_backward(loss, NULL, false), NB_OK);
+        nb_scope_end();
+    }
+    nb_optimizer *o = nb_optim_adam(p, 2, NB_ADAM_DEFAULTS);
+    assert_non_null(o);
+    return o;
+}
+
+static void expect_params(nb_tensor **p, const double (*want)[3], const char *what, long k) {
+    double got[6];
+    int n = 0;
+    for (int i = 0; i < 2; i++) put_f64(got, &n, p[i]);
+    expect_same(got, n, &want[0][0], 6, what, k);
+}
+
+static void optim_step_all_or_nothing(void **state) {
+    (void)state;
+    install();
+    nb_tensor *p[2];
+    nb_optimizer *o = optim_fixture(p);
+    assert_int_equal(nb_optim_step(o), NB_OK);
+    double after[2][3];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) after[i][j] = nbt_at(p[i], j);
+    nb_optim_free(o);
+    nb_release(p[0]);
+    nb_release(p[1]);
+    long failed = 0;
+    for (long k = 1;; k++) {
+        o = optim_fixture(p);
+        F.calls = F.refused = 0;
+        F.fail_at = k;
+        nb_clear_error();
+        nb_status st = nb_optim_step(o);
+        F.fail_at = 0;
+        if (st != NB_OK) {
+            failed++;
+            assert_int_equal(st, NB_ERR_OOM);
+            expect_params(p, OP, "failed optimizer step", k);
+            assert_int_equal(nb_optim_step(o), NB_OK);
+        }
+        expect_params(p, after, "optimizer step", k);
+        nb_optim_free(o);
+        nb_release(p[0]);
+        nb_release(p[1]);
+        if (!F.refused) break; /* k went past the step's allocations */
+    }
+    assert_true(failed > 0);
+    assert_int_equal(F.live, 0);
+    uninstall();
+}
+
+/* The contract of nb_set_allocator: refused while blocks are live; every buffer, large ones too,
+ * comes from the function, 64-byte aligned, on the calling thread only; NULL restores the default. */
+static void allocator_contract(void **state) {
+    (void)state;
+    void *ud = &ud;
+    nb_alloc_fn def = nb_get_allocator(&ud);
+    assert_non_null(def);
+    assert_null(ud);
+    install();
+    void *got_ud = NULL;
+    assert_ptr_equal(nb_get_allocator(&got_ud), fault_alloc);
+    assert_ptr_equal(got_ud, &F);
+    nb_tensor *small = NBT(nb_zeros(NB_SHAPE(3, 5), NB_F32));
+    nb_tensor *big = NBT(nb_zeros(NB_SHAPE(5, 1 << 18), NB_F32)); /* 5 MiB: the huge-page path otherwise */
+    assert_true(F.bytes >= (size_t)5 << 20);
+    assert_int_equal((uintptr_t)nb_data_ptr(small) % 64, 0);
+    assert_int_equal((uintptr_t)nb_data_ptr(big) % 64, 0);
+    assert_int_equal(nb_set_allocator(NULL, NULL), NB_ERR_STATE);
+    assert_non_null(strstr(nb_last_message(), "set_allocator"));
+    assert_ptr_equal(nb_get_allocator(NULL), fault_alloc); /* unchanged */
+    nb_release(small);
+    nb_release(big);
+    assert_int_equal(F.live, 0);
+    int threads = nb_get_num_threads(); /* the CPU workers never allocate: fn sees only this thread */
+    nb_set_num_threads(4);
+    nb_scope_begin();
+    nb_tensor *a = NBT(nb_ones(NB_SHAPE(256, 256), NB_F32));
+    double v = 0;
+    assert_int_equal(nb_item(nb_sum(nb_relu(nb_matmul(a, a)), NULL, 0, false), &v), NB_OK);
+    assert_true(v == 256.0 * 256 * 256);
+    nb_scope_end();
+    nb_set_num_threads(threads);
+    assert_int_equal(F.foreign, 0);
+    nb_scope_begin(); /* an open scope holds memory too (once it owns a result) */
+    NBT(nb_zeros(NB_SHAPE(2), NB_F32));
+    assert_int_equal(nb_set_allocator(NULL, NULL), NB_ERR_STATE);
+    nb_scope_end();
+    uninstall();
+    assert_ptr_equal(nb_get_allocator(&ud), def);
+    assert_null(ud);
+    nb_clear_error();
+}
+
+/* A failed scope_begin: results inside fail with NB_ERR_OOM until its scope_end, then all is normal. */
+static void lost_scope(void **state) {
+    (void)state;
+    install();
+    nb_clear_error();
+    F.fail_at = F.calls + 1; /* the scope stack itself */
+    nb_scope_begin();
+    F.fail_at = 0;
+    assert_int_equal(nb_last_status(), NB_ERR_OOM);
+    assert_null(nb_zeros(NB_SHAPE(2), NB_F32));
+    nb_scope_begin(); /* nested inside the lost one: lost too */
+    assert_null(nb_zeros(NB_SHAPE(2), NB_F32));
+    nb_scope_end();
+    nb_scope_end();
+    assert_int_equal(F.live, 0);
+    nb_clear_error();
+    nb_tensor *t = NBT(nb_zeros(NB_SHAPE(2), NB_F32));
+    nb_release(t);
+    assert_int_equal(F.live, 0);
+    uninstall();
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
+        cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
+        cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
+        cmocka_unit_test(optim_step_all_or_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
