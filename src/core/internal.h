@@ -72,9 +72,11 @@ void nb__free(void *p);
 #define NB_ASAN 1
 #endif
 #endif
-/** Storage buffers of several MiB (bufcache.c): huge-page backed, recently freed ones reused. */
-void *nb__large_alloc(size_t nbytes);
-void nb__large_free(void *p, size_t nbytes);
+/** Buffers from the caching allocator (bufcache.c): 64-byte aligned, recycled by
+ *  size class (huge-page backed from 4 MiB); NULL with NB_ERR_OOM/OVERFLOW set on
+ *  failure.  nb__buf_free takes the size the buffer was allocated with. */
+void *nb__buf_alloc(size_t nbytes);
+void nb__buf_free(void *p, size_t nbytes);
 
 /* ---- tensors (src/core/tensor.c) --------------------------------------- */
 

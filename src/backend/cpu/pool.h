@@ -25,4 +25,11 @@ void nb__parallel_for(int64_t n, int64_t grain, nb_range_fn fn, void *ctx);
  */
 void nb__parallel_chunks(int64_t n, int64_t nchunks, nb_range_fn fn, void *ctx);
 
+/**
+ * The initial thread count: NB_NUM_THREADS when it is an integer in
+ * [1, 256], else the online CPU count (with a warning line on stderr when
+ * the variable is set but invalid).  Read once by the pool; exposed for tests.
+ */
+int nb__env_num_threads(void);
+
 #endif
