@@ -201,7 +201,8 @@ void nb_shutdown(void);
  * class, most recently freed first, so a training loop that allocates the
  * same shapes every step touches no fresh pages after its first steps.  The
  * cache holds at most a limit of bytes (NB_ALLOC_CACHE_MB MiB from the
- * environment, default 256; 0 turns caching off) and 2048 blocks; beyond
+ * environment, a decimal integer >= 0, default 256; 0 turns caching off;
+ * another value is ignored with a warning on stderr) and 2048 blocks; beyond
  * either the least recently freed blocks go back to the system.  Thread
  * safe.  Under AddressSanitizer builds nothing is cached (use-after-free
  * stays visible) and the functions below do nothing and report zeros.

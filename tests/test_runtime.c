@@ -1,5 +1,6 @@
-/* test_runtime.c — the caching allocator (reuse, bounds, release, no fresh pages in a
- * steady training loop), the worker pool's shutdown, and validation of NB_NUM_THREADS / NB_SIMD. */
+/* test_runtime.c — the caching allocator (reuse, bounds, release, no fresh pages in a steady
+ * training loop), the worker pool's shutdown, and validation of NB_NUM_THREADS, NB_SIMD and
+ * NB_ALLOC_CACHE_MB. */
 #include "support.h"
 
 #include "backend/cpu/kernels.h"
@@ -232,6 +233,32 @@ static void simd_env_is_validated(void **state) {
     unsetenv("NB_SIMD");
 }
 
+static void env_cache(void *res) { *(size_t *)res = nb__env_alloc_cache_bytes(); }
+
+/* NB_ALLOC_CACHE_MB must be a number of MiB >= 0; anything else warns and keeps the default 256. */
+static void cache_env_is_validated(void **state) {
+    (void)state;
+    size_t b = 0;
+    const char *bad[] = {"abc", "-1", "12MB", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv("NB_ALLOC_CACHE_MB", bad[i], 1);
+        const char *err = stderr_of(env_cache, &b);
+        assert_int_equal(b, (size_t)256 << 20);
+        char want[64];
+        snprintf(want, sizeof want, "NB_ALLOC_CACHE_MB='%s'", bad[i]);
+        assert_non_null(strstr(err, want));
+    }
+    setenv("NB_ALLOC_CACHE_MB", "0", 1);
+    assert_string_equal(stderr_of(env_cache, &b), "");
+    assert_int_equal(b, 0);
+    setenv("NB_ALLOC_CACHE_MB", "64", 1);
+    assert_string_equal(stderr_of(env_cache, &b), "");
+    assert_int_equal(b, (size_t)64 << 20);
+    unsetenv("NB_ALLOC_CACHE_MB");
+    assert_string_equal(stderr_of(env_cache, &b), "");
+    assert_int_equal(b, (size_t)256 << 20);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
 #ifndef NB_ASAN
@@ -245,6 +272,7 @@ int main(void) {
         cmocka_unit_test(shutdown_then_restart),
         cmocka_unit_test(num_threads_env_is_validated),
         cmocka_unit_test(simd_env_is_validated),
+        cmocka_unit_test(cache_env_is_validated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,7 +13,8 @@
  *    madvise(MADV_HUGEPAGE), one fault per 2 MiB, as NumPy does for arrays
  *    of 4 MB and more; their classes are whole 2 MiB pages;
  *  - the cache is bounded: at most NB_ALLOC_CACHE_MB MiB (environment,
- *    default 256; 0 turns caching off; nb_alloc_cache_set_limit) and
+ *    default 256; 0 turns caching off; an invalid value warns and keeps
+ *    the default; nb_alloc_cache_set_limit) and
  *    NB_CACHE_MAX_BLOCKS blocks; the least recently freed block goes back
  *    to the system first.  nb_alloc_cache_release() empties it.
  *
@@ -28,13 +29,27 @@
 #include "internal.h"
 
 #include <nabla.h>
+#include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #define NB_HUGE ((size_t)2 << 20)
 #define NB_HUGE_MIN ((size_t)4 << 20) /* classes from here on are huge-page mappings */
 #define NB_CACHE_MAX_BLOCKS 2048
+
+size_t nb__env_alloc_cache_bytes(void) {
+    const char *env = getenv("NB_ALLOC_CACHE_MB");
+    if (!env) return (size_t)256 << 20;
+    char *end;
+    errno = 0;
+    long long mb = strtoll(env, &end, 10);
+    if (end != env && !*end && !errno && mb >= 0 && (unsigned long long)mb <= (SIZE_MAX >> 20)) return (size_t)mb << 20;
+    fprintf(stderr, "nabla: ignoring NB_ALLOC_CACHE_MB='%s' (expected a number of MiB >= 0); using 256\n", env);
+    return (size_t)256 << 20;
+}
 
 #ifdef NB_ASAN
 
@@ -69,11 +84,7 @@ static size_t cache_bytes, cache_n;
 static fblock *cls_head[NB_NCLASS];
 static fblock *lru_head, *lru_tail;
 
-static void init(void) {
-    const char *env = getenv("NB_ALLOC_CACHE_MB");
-    long mb = env ? strtol(env, NULL, 10) : 256;
-    cache_cap = mb > 0 ? (size_t)mb << 20 : 0;
-}
+static void init(void) { cache_cap = nb__env_alloc_cache_bytes(); }
 
 /* Size class of a request: its index, and the block size in *size (0 on overflow). */
 static int size_class(size_t nbytes, size_t *size) {

@@ -77,6 +77,9 @@ void nb__free(void *p);
  *  failure.  nb__buf_free takes the size the buffer was allocated with. */
 void *nb__buf_alloc(size_t nbytes);
 void nb__buf_free(void *p, size_t nbytes);
+/** The cache bound from NB_ALLOC_CACHE_MB (a decimal number of MiB >= 0; default and on an
+ *  invalid value, with a warning on stderr: 256 MiB).  Read once by bufcache.c; exposed for tests. */
+size_t nb__env_alloc_cache_bytes(void);
 
 /* ---- tensors (src/core/tensor.c) --------------------------------------- */
 
