@@ -7,10 +7,10 @@
  *
  * Waking a sleeping thread costs ~10 microseconds (more in a VM), longer
  * than an elementwise op on a few hundred thousand elements.  So a worker
- * that runs out of ranges spins on the job generation for NB_POOL_SPIN_US
- * (back-to-back parallel ops usually follow within that), then sleeps in a
- * futex wait on the generation word itself; the submitter makes the wake
- * system call only when someone sleeps.  A longer spin burns the core
+ * that runs out of ranges spins on the job generation for an adaptive
+ * window of 2-20 us (back-to-back parallel ops follow within it), then
+ * sleeps in a futex wait on the generation word itself; the submitter makes
+ * the wake system call only when someone sleeps.  A longer spin burns the core
  * through every serial stretch of the caller (a profile of MLP training
  * showed the worker spinning for 20 % of its samples with a 200 us spin).
  *
@@ -43,7 +43,8 @@
 #include <unistd.h>
 
 #define NB_POOL_MAX 256
-#define NB_POOL_SPIN_US 20
+#define NB_POOL_SPIN_US 20.0    /* longest spin window */
+#define NB_POOL_SPIN_MIN_US 2.0 /* shortest: still catches a job submitted right after the last */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -95,18 +96,26 @@ static void run_ranges(void) {
 static bool is_new(unsigned g, unsigned seen) { return g != seen && !(g & 1); }
 
 /* Wait until gen differs from `seen` and is even; returns it.  Spins for
- * NB_POOL_SPIN_US (yielding after a short pure spin: with more runnable
+ * up to *spin_us (yielding after a short pure spin: with more runnable
  * threads than cores a spinning worker would steal the submitter's time
- * slice), then sleeps on the futex. */
-static unsigned wait_for_job(unsigned seen) {
+ * slice), then sleeps on the futex.  The window adapts to the gaps between
+ * jobs: it halves (down to NB_POOL_SPIN_MIN_US) each time it expires idle and
+ * grows by a quarter (up to NB_POOL_SPIN_US) each time a job arrives in it,
+ * so a caller with long serial stretches does not keep a core spinning while
+ * back-to-back ops still find the worker awake. */
+static unsigned wait_for_job(unsigned seen, double *spin_us) {
     double t0 = now_us();
     for (unsigned spins = 1;; spins++) {
         unsigned g = atomic_load(&gen);
-        if (is_new(g, seen)) return g;
+        if (is_new(g, seen)) {
+            *spin_us = *spin_us * 1.25 > NB_POOL_SPIN_US ? NB_POOL_SPIN_US : *spin_us * 1.25;
+            return g;
+        }
         if (spins < 2048) cpu_relax();
         else sched_yield();
-        if ((spins & 63) == 0 && now_us() - t0 > NB_POOL_SPIN_US) break;
+        if ((spins & 15) == 0 && now_us() - t0 > *spin_us) break;
     }
+    *spin_us = *spin_us / 2 < NB_POOL_SPIN_MIN_US ? NB_POOL_SPIN_MIN_US : *spin_us / 2;
     atomic_fetch_add(&sleepers, 1);
     unsigned g;
     while (!is_new(g = atomic_load(&gen), seen)) futex_wait(&gen, g);
@@ -118,8 +127,9 @@ static void *worker(void *arg) {
     (void)arg;
     in_worker = true;
     unsigned seen = atomic_load(&gen);
+    double spin_us = NB_POOL_SPIN_US;
     while (!atomic_load(&quit)) {
-        unsigned g = wait_for_job(seen);
+        unsigned g = wait_for_job(seen, &spin_us);
         atomic_fetch_add(&active, 1);
         if (atomic_load(&gen) == g && !atomic_load(&quit)) { /* the job is still the one we saw: run it */
             run_ranges();
