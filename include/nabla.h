@@ -189,7 +189,8 @@ const char *nb_cpu_simd_level(void);
  * Call it once no other thread runs nabla ops, e.g. at the end of main(), so
  * that leak checkers (valgrind --leak-check=full) see no thread stacks as
  * "possibly lost".  Tensors stay valid; the next parallel op starts the
- * workers again.  An exit() handler does the same when the workers are idle.
+ * workers again.  An exit handler (atexit) joins the workers too, unless
+ * another thread is submitting work at that moment.
  */
 void nb_shutdown(void);
 
