@@ -45,6 +45,7 @@
 #define NB_POOL_MAX 256
 #define NB_POOL_SPIN_US 20.0    /* longest spin window */
 #define NB_POOL_SPIN_MIN_US 2.0 /* shortest: still catches a job submitted right after the last */
+#define NB_POOL_SPLIT 4         /* ranges per thread in nb__parallel_for */
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t submit_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -264,9 +265,11 @@ void nb__parallel_for(int64_t n, int64_t grain, nb_range_fn fn, void *ctx) {
     if (n <= 0) return;
     int t = nb_get_num_threads();
     if (grain < 1) grain = 1;
+    /* up to NB_POOL_SPLIT ranges a thread: a worker that wakes late claims fewer, and the
+     * caller and the workers finish together instead of the caller waiting on the last one */
     int64_t parts = n / grain;
-    if (parts > t) parts = t;
-    if (parts < 2 || in_worker) {
+    if (parts > (int64_t)t * NB_POOL_SPLIT) parts = (int64_t)t * NB_POOL_SPLIT;
+    if (t < 2 || parts < 2 || in_worker) {
         fn(ctx, 0, n, 0);
         return;
     }
