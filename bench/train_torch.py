@@ -1,11 +1,12 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """train_torch.py — the PyTorch side of bench_train.sh: the models of `nabla train` (MLP 784-256-128-10,
 CNN with two conv3x3+ReLU+maxpool2 blocks then 3136-128-10) trained on Fashion-MNIST exactly as nabla
 does by default (standardized pixels, batch 128, Adam lr 2e-3 with a per-step cosine schedule, fresh
 shuffle each epoch, loss.item() and accuracy each step), with T threads (OMP_NUM_THREADS and
 torch.set_num_threads).
 
-    /usr/bin/python3 bench/train_torch.py --model mlp --threads 2 --epochs 1
+    /usr/bin/python3 bench/train_torch.py --model mlp --threads 2 --epochs 1        # Debian's 1.13
+    /work/venv/bin/python3 bench/train_torch.py --model mlp --wait-policy default    # PyPI's 2.x
 
 Prints one line per model: "<model> train_seconds=<s> test_accuracy=<a> samples_per_second=<r>",
 where train_seconds covers the training steps only (as nabla's JSON line), not data loading or the
@@ -95,11 +96,15 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--wait-policy", default="passive", choices=["passive", "default"],
+                   help="OMP_WAIT_POLICY=PASSIVE (fastest for PyTorch 1.13) or libgomp's default spinning "
+                        "(fastest for PyTorch 2.x); bench_train.sh picks each version's best")
     args = p.parse_args()
     # libgomp reads these when torch loads.  Spinning OpenMP workers collapse on a busy 2-CPU machine
-    # (measured: 20x slower), so PyTorch gets its best setting here, passive waiting.
+    # (measured: 20x slower with PyTorch 1.13), so each version gets its best setting.
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if args.wait_policy == "passive":
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     global torch, nn, F
     import torch
     import torch.nn as nn

@@ -131,8 +131,8 @@ typedef void *(*nb_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
  * or safetensors handle exists and no scope is open, on any thread — and
  * while no other thread is inside nabla; else NB_ERR_STATE (nothing changes).
  * While a function other than the default is installed:
- *  - buffers of 4 MiB and more come from it too, not from the huge-page cache
- *    (see nb_cpu_simd_level);
+ *  - every tensor buffer comes from it too: the caching allocator
+ *    (nb_alloc_cache_release) is bypassed;
  *  - jansson (which parses safetensors headers) allocates through it:
  *    json_set_alloc_funcs is process-wide, so a program that uses jansson
  *    itself must hold no jansson value across the calls that install and
@@ -220,18 +220,53 @@ int nb_get_num_threads(void);
 /**
  * Set the CPU backend's thread count (clamped to [1, 256]).  The initial
  * value is NB_NUM_THREADS from the environment, else the number of online
- * CPUs.  Results are bitwise identical for every thread count (B5).
+ * CPUs.  NB_NUM_THREADS must be a decimal integer in [1, 256]; any other
+ * value (empty, "abc", "0", "-5", "4x") is ignored with one warning line on
+ * stderr, and the CPU count is used.  Results are bitwise identical for
+ * every thread count (B5).
  */
 void nb_set_num_threads(int n);
 /**
  * SIMD level the CPU backend dispatched to at run time: "avx512", "avx2" or
- * "scalar".  The environment variable NB_SIMD=scalar|avx2 caps the level.
- * Other environment variables read by the CPU backend: NB_NUM_THREADS (see
- * nb_set_num_threads) and NB_ALLOC_CACHE_MB, the size of the cache that keeps
- * freed buffers of 4 MiB and more (huge-page backed) for reuse (default 256;
- * 0 turns it off).
+ * "scalar".  The environment variable NB_SIMD=scalar|avx2|avx512 caps the
+ * level (a cap above what the CPU supports gives the CPU's level); any other
+ * value is ignored with one warning line on stderr.  Other environment
+ * variables read by the library: NB_NUM_THREADS (see nb_set_num_threads)
+ * and NB_ALLOC_CACHE_MB (see nb_alloc_cache_set_limit).
  */
 const char *nb_cpu_simd_level(void);
+
+/**
+ * Stop the CPU backend's worker threads and wait for them to exit (join),
+ * then return every cached buffer to the system (nb_alloc_cache_release).
+ * Call it once no other thread runs nabla ops, e.g. at the end of main(), so
+ * that leak checkers (valgrind --leak-check=full) see no thread stacks as
+ * "possibly lost".  Tensors stay valid; the next parallel op starts the
+ * workers again.  An exit handler (atexit) joins the workers too, unless
+ * another thread is submitting work at that moment.
+ */
+void nb_shutdown(void);
+
+/**
+ * The caching allocator (PyTorch's caching allocator, for host memory).
+ * Tensor buffers of more than 256 bytes and the backends' scratch buffers
+ * are rounded up to a size class (four per power of two; 2 MiB huge pages
+ * from 4 MiB on) and, when freed, kept for the next request of the same
+ * class, most recently freed first, so a training loop that allocates the
+ * same shapes every step touches no fresh pages after its first steps.  The
+ * cache holds at most a limit of bytes (NB_ALLOC_CACHE_MB MiB from the
+ * environment, a decimal integer >= 0, default 256; 0 turns caching off;
+ * another value is ignored with a warning on stderr) and 2048 blocks; beyond
+ * either the least recently freed blocks go back to the system.  Thread
+ * safe.  Under AddressSanitizer builds nothing is cached (use-after-free
+ * stays visible) and the functions below do nothing and report zeros.
+ */
+/** Return every cached free block to the system (as torch.cuda.empty_cache); buffers in use are untouched. */
+void nb_alloc_cache_release(void);
+/** Set the cache's byte limit (0 turns caching off), releasing least recently freed blocks above it. */
+void nb_alloc_cache_set_limit(size_t bytes);
+/** Bytes and blocks the cache holds now (free blocks waiting for reuse); either pointer may be NULL. */
+void nb_alloc_cache_stats(size_t *bytes, size_t *blocks);
 
 /* ------------------------------------------------------------------------ */
 /* Tensor handles, reference counting, scopes                               */

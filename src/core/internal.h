@@ -106,9 +106,14 @@ bool nb__allocator_custom(void);
 #define NB_ASAN 1
 #endif
 #endif
-/** Storage buffers of several MiB (bufcache.c): huge-page backed, recently freed ones reused. */
-void *nb__large_alloc(size_t nbytes);
-void nb__large_free(void *p, size_t nbytes);
+/** Buffers from the caching allocator (bufcache.c): 64-byte aligned, recycled by
+ *  size class (huge-page backed from 4 MiB); NULL with NB_ERR_OOM/OVERFLOW set on
+ *  failure.  nb__buf_free takes the size the buffer was allocated with. */
+void *nb__buf_alloc(size_t nbytes);
+void nb__buf_free(void *p, size_t nbytes);
+/** The cache bound from NB_ALLOC_CACHE_MB (a decimal number of MiB >= 0; default and on an
+ *  invalid value, with a warning on stderr: 256 MiB).  Read once by bufcache.c; exposed for tests. */
+size_t nb__env_alloc_cache_bytes(void);
 
 /* ---- tensors (src/core/tensor.c) --------------------------------------- */
 

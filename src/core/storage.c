@@ -4,14 +4,13 @@
 /* Buffers of at most NB_INLINE_MAX bytes share one malloc block with their
  * record (data 64-byte aligned inside it): one allocation for a small
  * tensor's storage instead of two, and no aligned_alloc (not under ASan,
- * where the alignment slack would hide small overflows).  Buffers of
- * NB_LARGE_MIN bytes and more come from bufcache.c (huge pages, reuse). */
+ * where the alignment slack would hide small overflows).  Larger buffers
+ * come from the caching allocator (bufcache.c: size classes, reuse). */
 #ifdef NB_ASAN
 #define NB_INLINE_MAX ((size_t)0)
 #else
 #define NB_INLINE_MAX ((size_t)256)
 #endif
-#define NB_LARGE_MIN ((size_t)4 << 20)
 
 nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
     if (!nb__is_host(dev)) {
@@ -25,7 +24,7 @@ nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
         return NULL;
     }
     if (inl) s->data = (void *)(((uintptr_t)(s + 1) + 63) & ~(uintptr_t)63);
-    else s->data = nbytes >= NB_LARGE_MIN ? nb__large_alloc(nbytes) : nb__alloc(nbytes);
+    else s->data = nb__buf_alloc(nbytes);
     if (!s->data) {
         nb__free(s);
         return NULL;
@@ -41,8 +40,7 @@ nb_storage *nb__storage_new(size_t nbytes, nb_device dev) {
 
 void nb__storage_release(nb_storage *s) {
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
-    if (s->owned && s->nbytes >= NB_LARGE_MIN) nb__large_free(s->data, s->nbytes);
-    else if (s->owned) nb__free(s->data);
+    if (s->owned) nb__buf_free(s->data, s->nbytes);
     else if (s->release) s->release(s->ctx, s->release_ptr);
     nb__free(s);
 }

@@ -424,10 +424,10 @@ static nb_status cpu_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const 
             else if (seen_kept && x->shape[d] != 1) leading = false;
         }
         if (leading) {
-            c.partial = nb__alloc(sizeof(double) * 2 * (size_t)K);
+            c.partial = nb__buf_alloc(sizeof(double) * 2 * (size_t)K);
             if (!c.partial) return NB_ERR_OOM;
             nb__parallel_for(K, 256, colsum_range, &c);
-            nb__free(c.partial);
+            nb__buf_free(c.partial, sizeof(double) * 2 * (size_t)K);
             return NB_OK;
         }
     }
@@ -595,7 +595,7 @@ static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor 
     nb_gemm sizes = {.dt = lowp ? NB_F32 : out->dtype, .m = out->shape[nd - 2], .n = out->shape[nd - 1],
                      .k = a->shape[nd - 1]};
     c.ws_size = nb__gemm_ws_size(&sizes);
-    c.ws = nb__alloc(c.ws_size * (size_t)threads + 1);
+    c.ws = nb__buf_alloc(c.ws_size * (size_t)threads + 1); /* recycled: no fresh pages per call */
     if (!c.ws) return NB_ERR_OOM;
     nb_status st = NB_OK;
     if (lowp)
@@ -604,7 +604,7 @@ static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor 
         nb__parallel_chunks(batch, threads, mm_range, &c);
     else
         mm_range(&c, 0, batch, 0);
-    nb__free(c.ws);
+    nb__buf_free(c.ws, c.ws_size * (size_t)threads + 1);
     return st;
 }
 

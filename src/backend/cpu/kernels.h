@@ -92,5 +92,7 @@ extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_av
 
 /** The table for this CPU (chosen once, at first use). */
 const nb_cpu_kernels *nb__cpu_kernels(void);
+/** The table NB_SIMD and the running CPU select (warns on stderr about an invalid NB_SIMD); exposed for tests. */
+const nb_cpu_kernels *nb__cpu_kernels_choose(void);
 
 #endif
