@@ -123,15 +123,6 @@ static inline float nb_sigmoidf(float x) {
         }                                                                                 \
     }
 
-/* Output element type by dtype rule: BOOL ops write uint8, others T. */
-#define OT_SAME(T) T
-#define OT_FLOAT(T) T
-#define OT_PROMOTE(T) T
-#define OT_FPROMOTE(T) T
-#define OT_BOOL(T) uint8_t
-#define OT_I64(T) T
-#define OT_NA(T) T
-
 /* The f32 loops evaluate ops.def's formula in float where that is exact
  * enough (the formula's double literals are narrowed), except the ops in
  * F32_OVERRIDE below. */
@@ -140,21 +131,21 @@ static inline float nb_sigmoidf(float x) {
                             double p0d, double p1d) {                                        \
         const float p0 = (float)p0d, p1 = (float)p1d;                                        \
         (void)p0; (void)p1;                                                                  \
-        U_BODY(float, OT_##dt(float), F32_UNARY_##E(expr))                                   \
+        U_BODY(float, float, F32_UNARY_##E(expr))                                   \
     }                                                                                        \
     static void u_##E##_f64(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
         (void)p0; (void)p1;                                                                  \
-        U_BODY(double, OT_##dt(double), expr)                                                \
+        U_BODY(double, double, expr)                                                \
     }
 #define GEN_BINARY(E, name, dt, expr)                                                        \
     static void b_##E##_f32(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \
                             const char *b_, int64_t bs) {                                    \
-        B_BODY(float, OT_##dt(float), expr)                                                  \
+        B_BODY(float, float, expr)                                                  \
     }                                                                                        \
     static void b_##E##_f64(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \
                             const char *b_, int64_t bs) {                                    \
-        B_BODY(double, OT_##dt(double), expr)                                                \
+        B_BODY(double, double, expr)                                                \
     }
 
 /* f32 formulas: default is ops.def's (evaluated in double, rounded once);
@@ -188,11 +179,20 @@ static inline float nb_sigmoidf(float x) {
 #define F32_UNARY_CEIL(expr) __builtin_ceilf(x)
 #define F32_UNARY_ROUND(expr) __builtin_nearbyintf(x)
 #define F32_UNARY_CLAMP F32_DEFAULT
-#define F32_UNARY_LOGICAL_NOT(expr) (x == 0.0f)
 
+/* Typed f32/f64 loops exist for the ops of a float or integer result; the
+ * BOOL-valued ones (comparisons, logical ops) run on the mask kernels
+ * (kern_mask_template.c) instead. */
+#define NB_TYPED_SAME(x) x
+#define NB_TYPED_FLOAT(x) x
+#define NB_TYPED_PROMOTE(x) x
+#define NB_TYPED_FPROMOTE(x) x
+#define NB_TYPED_I64(x) x
+#define NB_TYPED_NA(x) x
+#define NB_TYPED_BOOL(x)
 #define GEN_NONE(E, name, dt, expr)
-#define GEN_K_UNARY GEN_UNARY
-#define GEN_K_BINARY GEN_BINARY
+#define GEN_K_UNARY(E, name, dt, expr) NB_TYPED_##dt(GEN_UNARY(E, name, dt, expr))
+#define GEN_K_BINARY(E, name, dt, expr) NB_TYPED_##dt(GEN_BINARY(E, name, dt, expr))
 #define GEN_K_WHERE GEN_NONE
 #define GEN_K_REDUCE GEN_NONE
 #define GEN_K_ARGREDUCE GEN_NONE
@@ -296,48 +296,49 @@ EXTREME(double, nb_vf64, nb_vm64, min, <)
 /* ---- where, comparisons, logical ops ---- */
 #include "kern_mask_template.c"
 
-#define NB_TAB_U_UNARY(E) [NB_OP_##E] = {u_##E##_f32, u_##E##_f64},
-#define NB_TAB_B_BINARY(E) [NB_OP_##E] = {b_##E##_f32, b_##E##_f64},
+#define NB_COMMA ,
+#define NB_TAB_U_UNARY(E, dt) NB_TYPED_##dt([NB_OP_##E] = {u_##E##_f32 NB_COMMA u_##E##_f64} NB_COMMA)
+#define NB_TAB_B_BINARY(E, dt) NB_TYPED_##dt([NB_OP_##E] = {b_##E##_f32 NB_COMMA b_##E##_f64} NB_COMMA)
 
 const nb_cpu_kernels NB_KTABLE = {
     .isa = NB_KISA,
     .unary = {
-#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_U_##kind(E)
-#define NB_TAB_U_BINARY(E)
-#define NB_TAB_U_WHERE(E)
-#define NB_TAB_U_REDUCE(E)
-#define NB_TAB_U_ARGREDUCE(E)
-#define NB_TAB_U_SCAN(E)
-#define NB_TAB_U_MATMUL(E)
-#define NB_TAB_U_GATHER(E)
-#define NB_TAB_U_SCATTER_ADD(E)
-#define NB_TAB_U_COPY(E)
-#define NB_TAB_U_VIEW(E)
-#define NB_TAB_U_VIEW_GRAD(E)
-#define NB_TAB_U_PAD(E)
-#define NB_TAB_U_CAT(E)
-#define NB_TAB_U_COMPOSITE(E)
-#define NB_TAB_U_WINDOW(E)
+#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_U_##kind(E, dt)
+#define NB_TAB_U_BINARY(E, dt)
+#define NB_TAB_U_WHERE(E, dt)
+#define NB_TAB_U_REDUCE(E, dt)
+#define NB_TAB_U_ARGREDUCE(E, dt)
+#define NB_TAB_U_SCAN(E, dt)
+#define NB_TAB_U_MATMUL(E, dt)
+#define NB_TAB_U_GATHER(E, dt)
+#define NB_TAB_U_SCATTER_ADD(E, dt)
+#define NB_TAB_U_COPY(E, dt)
+#define NB_TAB_U_VIEW(E, dt)
+#define NB_TAB_U_VIEW_GRAD(E, dt)
+#define NB_TAB_U_PAD(E, dt)
+#define NB_TAB_U_CAT(E, dt)
+#define NB_TAB_U_COMPOSITE(E, dt)
+#define NB_TAB_U_WINDOW(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
     .binary = {
-#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_B_##kind(E)
-#define NB_TAB_B_UNARY(E)
-#define NB_TAB_B_WHERE(E)
-#define NB_TAB_B_REDUCE(E)
-#define NB_TAB_B_ARGREDUCE(E)
-#define NB_TAB_B_SCAN(E)
-#define NB_TAB_B_MATMUL(E)
-#define NB_TAB_B_GATHER(E)
-#define NB_TAB_B_SCATTER_ADD(E)
-#define NB_TAB_B_COPY(E)
-#define NB_TAB_B_VIEW(E)
-#define NB_TAB_B_VIEW_GRAD(E)
-#define NB_TAB_B_PAD(E)
-#define NB_TAB_B_CAT(E)
-#define NB_TAB_B_COMPOSITE(E)
-#define NB_TAB_B_WINDOW(E)
+#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_B_##kind(E, dt)
+#define NB_TAB_B_UNARY(E, dt)
+#define NB_TAB_B_WHERE(E, dt)
+#define NB_TAB_B_REDUCE(E, dt)
+#define NB_TAB_B_ARGREDUCE(E, dt)
+#define NB_TAB_B_SCAN(E, dt)
+#define NB_TAB_B_MATMUL(E, dt)
+#define NB_TAB_B_GATHER(E, dt)
+#define NB_TAB_B_SCATTER_ADD(E, dt)
+#define NB_TAB_B_COPY(E, dt)
+#define NB_TAB_B_VIEW(E, dt)
+#define NB_TAB_B_VIEW_GRAD(E, dt)
+#define NB_TAB_B_PAD(E, dt)
+#define NB_TAB_B_CAT(E, dt)
+#define NB_TAB_B_COMPOSITE(E, dt)
+#define NB_TAB_B_WINDOW(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
