@@ -29,6 +29,9 @@ fi
 pin=()
 if command -v taskset >/dev/null && [ "$(nproc)" -ge "$threads" ]; then pin=(taskset -c "0-$((threads - 1))"); fi
 has() { "$1" -c "import $2" >/dev/null 2>&1; }
+# OpenBLAS's SkylakeX kernels only where the CPU has AVX-512 (elsewhere they die with SIGILL)
+skx=""
+grep -qw avx512f /proc/cpuinfo && skx=1
 peers=(nabla)
 has "$py1" torch && [ "$("$py1" -c 'import torch; print(torch.__version__[0])')" = 1 ] && peers+=(torch1)
 has "$py2" torch && peers+=(torch2)
@@ -42,7 +45,7 @@ run_one() {
   case $1 in
     nabla) "${pin[@]}" "$build/tools/nabla" train --model "$2" "${args[@]}" --json 2>/dev/null | tail -1 |
              sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' ;;
-    torch1) OMP_WAIT_POLICY=PASSIVE OPENBLAS_CORETYPE=SkylakeX "${pin[@]}" "$py1" bench/train_torch.py \
+    torch1) env OMP_WAIT_POLICY=PASSIVE ${skx:+OPENBLAS_CORETYPE=SkylakeX} "${pin[@]}" "$py1" bench/train_torch.py \
              --model "$2" "${args[@]}" --wait-policy passive | sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' ;;
     torch2) "${pin[@]}" "$py2" bench/train_torch.py --model "$2" "${args[@]}" --wait-policy default |
              sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' ;;
