@@ -155,7 +155,8 @@ nb_alloc_fn nb_get_allocator(void **ud);
  * prod, max, min, cumsum, cumprod, where) is exact in int64 and wraps around
  * on overflow like PyTorch (u8 0 - 1 = 255, i64 max + 1 = i64 min).  Where
  * PyTorch raises instead, nabla returns a value: integer remainder and fmod by 0 are 0,
- * a negative integer power is 0 (1 for base 1, +-1 for base -1).
+ * a negative integer power is 0 (1 for base 1, +-1 for base -1), and
+ * bool - bool is computed exactly and stored as bool (so it equals logical_xor).
  * Conversions between integer (and bool) types, in nb_cast and in promotion,
  * are exact and wrap into a narrower type (i64 300 -> u8 44), as PyTorch;
  * C integer scalars (the _si forms) keep all 64 bits, never passing through
@@ -547,6 +548,7 @@ nb_tensor *nb_softplus(nb_tensor *x, double beta, double threshold);
 /**
  * min(max(x, lo), hi); pass -INFINITY / INFINITY for an open side.  NaN stays
  * NaN; lo > hi gives hi everywhere and a zero x keeps its sign (as torch).
+ * A NaN bound is NB_ERR_ARG, where torch.clamp returns NaN everywhere.
  * The result keeps x's dtype (bounds converted to it): unlike torch.clamp,
  * an integer x with fractional bounds is not promoted to float.
  * The gradient passes where lo < x < hi, bounds excluded (as torch 2.x with

@@ -428,8 +428,8 @@ static void reductions_and_scans(void **state) {
     FAILS(NB_ERR_NULL, "var", nb_var(NULL, NULL, 0, 1, false));
     FAILS(NB_ERR_AXIS, "var", nb_var(x, NB_AXES(2), 1, false));
     FAILS(NB_ERR_DTYPE, "var", nb_var(xi, NULL, 0, 1, false));
-    /* nb_std is composed of nb_var, and its messages name var (see report) */
-    FAILS(NB_ERR_NULL, "var", nb_std(NULL, NULL, 0, 1, false));
+    /* nb_std names itself for a NULL input; its other checks are nb_var's, whose messages name var */
+    FAILS(NB_ERR_NULL, "std", nb_std(NULL, NULL, 0, 1, false));
     FAILS(NB_ERR_DTYPE, "var", nb_std(xi, NULL, 0, 1, false));
     FAILS(NB_ERR_NULL, "norm", nb_norm(NULL, 2, NULL, 0, false));
     FAILS(NB_ERR_ARG, "norm", nb_norm(x, 0, NULL, 0, false));
@@ -769,6 +769,8 @@ static void data_and_training(void **state) {
     assert_int_equal(nb_module_params(seq, params, 2), 2); /* scoped references */
     FAILS(NB_ERR_NULL, "sgd", nb_optim_sgd(NULL, 2, NB_SGD_DEFAULTS(0.1)));
     FAILS(NB_ERR_NULL, "sgd", nb_optim_sgd((nb_tensor *[]){NULL}, 1, NB_SGD_DEFAULTS(0.1)));
+    FAILS(NB_ERR_ARG, "sgd", nb_optim_sgd(params, -1, NB_SGD_DEFAULTS(0.1)));
+    FAILS(NB_ERR_ARG, "adam", nb_optim_adam(params, -1, NB_ADAM_DEFAULTS));
     FAILS(NB_ERR_ARG, "sgd", nb_optim_sgd(params, 2, NB_SGD_DEFAULTS(-1)));
     FAILS(NB_ERR_ARG, "sgd", nb_optim_sgd(params, 2, ((nb_sgd_opts){0.1, 0, 0, 0, true})));
     FAILS(NB_ERR_DTYPE, "sgd", nb_optim_sgd((nb_tensor *[]){i64s(NB_SHAPE(2))}, 1, NB_SGD_DEFAULTS(0.1)));
@@ -786,6 +788,7 @@ static void data_and_training(void **state) {
     nb_optim_free(NULL);
     FAILS_ST(NB_ERR_NULL, "clip_grad_norm_", nb_clip_grad_norm_(NULL, 1, 1, 2, NULL));
     FAILS_ST(NB_ERR_ARG, "clip_grad_norm_", nb_clip_grad_norm_(params, 2, -1, 2, NULL));
+    FAILS_ST(NB_ERR_ARG, "clip_grad_norm_", nb_clip_grad_norm_(params, -1, 1, 2, NULL));
     FAILS_ST(NB_ERR_ARG, "clip_grad_norm_", nb_clip_grad_norm_(params, 2, 1, 0, NULL));
     FAILS_ST(NB_ERR_NULL, "clip_grad_norm_", nb_clip_grad_norm_((nb_tensor *[]){NULL}, 1, 1, 2, NULL));
     nb_module_free(seq); /* params[] are scope-owned references: still valid until teardown */

@@ -509,6 +509,53 @@ static void mse_and_bce(void **state) {
     nb_scope_end();
 }
 
+/* Half-precision inputs are computed in f32 and rounded once (torch's opmath): each composite on
+ * f16/bf16 equals the f64 computation on the same (exactly representable) values rounded to the
+ * half type, within one half-type ulp (and inf exactly where that result overflows the type); the
+ * values are large enough that a sum of squares or a sum overflows f16 (65504) when computed in it.  The layer_norm values are torch 2.15's
+ * (torch.nn.functional.layer_norm on float16 [0, 300, 600, 900]). */
+static void half_precision_opmath(void **state) {
+    (void)state;
+    nb_scope_begin();
+    const double v[8] = {0, 300, 600, 900, 30000, 30000, 20000, 10000};
+    nb_dtype halves[2] = {NB_F16, NB_BF16};
+    for (int h = 0; h < 2; h++) {
+        nb_tensor *x = tensor_of(v, NB_SHAPE(2, 4), halves[h]);
+        nb_tensor *x64 = NBT(nb_cast(x, NB_F64)); /* the half values, exactly */
+        int ax = 1;
+        nb_tensor *got[] = {
+            nb_mean(x, &ax, 1, false), nb_var(x, &ax, 1, 1, false), nb_std(x, &ax, 1, 1, false),
+            nb_norm(x, 2, &ax, 1, false), nb_logsumexp(nb_div(x, 1000.0), &ax, 1, false),
+            nb_softmax(nb_div(x, 1000.0), 1), nb_log_softmax(nb_div(x, 1000.0), 1),
+            nb_layer_norm(x, 1, NULL, NULL, 1e-5), nb_rms_norm(x, 1, NULL, 1e-5)};
+        nb_tensor *x64s = NBT(nb_div(x64, 1000.0));
+        nb_tensor *want[] = {
+            nb_mean(x64, &ax, 1, false), nb_var(x64, &ax, 1, 1, false), nb_std(x64, &ax, 1, 1, false),
+            nb_norm(x64, 2, &ax, 1, false), nb_logsumexp(x64s, &ax, 1, false),
+            nb_softmax(x64s, 1), nb_log_softmax(x64s, 1),
+            nb_layer_norm(x64, 1, NULL, NULL, 1e-5), nb_rms_norm(x64, 1, NULL, 1e-5)};
+        double ulp = halves[h] == NB_F16 ? 0x1p-10 : 0x1p-7; /* relative spacing of the type */
+        for (size_t k = 0; k < sizeof got / sizeof got[0]; k++) {
+            assert_non_null(got[k]);
+            assert_int_equal(nb_dtype_of(got[k]), halves[h]);
+            nb_tensor *w = NBT(nb_cast(NBT(nb_cast(want[k], halves[h])), NB_F64)); /* rounded once */
+            nb_tensor *g = NBT(nb_cast(got[k], NB_F64));
+            for (int64_t i = 0; i < nb_numel(g); i++) {
+                double a = nbt_at(g, i), b = nbt_at(w, i);
+                if (isinf(b) ? a != b : !(fabs(a - b) <= ulp * fabs(b) + 1e-6)) {
+                    fprintf(stderr, "%s op %zu element %lld: %g, want %g\n", nb_dtype_name(halves[h]), k,
+                            (long long)i, a, b);
+                    fail();
+                }
+            }
+        }
+    }
+    nb_tensor *ln = NBT(nb_layer_norm(tensor_of(v, NB_SHAPE(4), NB_F16), 1, NULL, NULL, 1e-5));
+    const double torch_ln[4] = {-1.341796875, -0.447265625, 0.447265625, 1.341796875};
+    for (int i = 0; i < 4; i++) assert_true(nbt_at(ln, i) == torch_ln[i]);
+    nb_scope_end();
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(empty_axes),
@@ -517,6 +564,7 @@ int main(void) {
         cmocka_unit_test(dropout),               cmocka_unit_test(cross_entropy_indices),
         cmocka_unit_test(cross_entropy_probs),   cmocka_unit_test(cross_entropy_errors),
         cmocka_unit_test(cross_entropy_grad),    cmocka_unit_test(mse_and_bce),
+        cmocka_unit_test(half_precision_opmath),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

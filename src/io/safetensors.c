@@ -150,7 +150,7 @@ static json_t *parse_header(nb_safetensors *h) {
                 (unsigned long long)n, ST_MAX_HEADER, (unsigned long long)avail);
         return NULL;
     }
-    json_error_t je;
+    json_error_t je = {0}; /* jansson leaves it unset after some allocation failures */
     unsigned long failures = nb__alloc_failures();
     json_t *root = json_loadb((const char *)h->map + 8, (size_t)n, JSON_REJECT_DUPLICATES, &je);
     /* jansson may report an allocation failure as a syntax error, or not at all */

@@ -24,16 +24,18 @@ struct nb_optimizer {
 
 /* ---- construction ---- */
 
+/* A parameter list: n >= 0 entries, none NULL (the array may be NULL only when n is 0). */
+static nb_status check_list(const char *op, nb_tensor *const *params, int n) {
+    if (n < 0) return nb__error_set(NB_ERR_ARG, "%s: parameter count %d is negative", op, n);
+    if (n > 0 && !params) return nb__error_set(NB_ERR_NULL, "%s: %d parameters given as a NULL array", op, n);
+    for (int i = 0; i < n; i++)
+        if (!params[i]) return nb__error_set(NB_ERR_NULL, "%s: parameter %d is NULL", op, i);
+    return NB_OK;
+}
+
 static bool check_params(const char *op, nb_tensor *const *params, int n) {
-    if (n < 0 || (n > 0 && !params)) {
-        nb__error_set(NB_ERR_NULL, "%s: %d parameters given at %p", op, n, (const void *)params);
-        return false;
-    }
+    if (check_list(op, params, n) != NB_OK) return false;
     for (int i = 0; i < n; i++) {
-        if (!params[i]) {
-            nb__error_set(NB_ERR_NULL, "%s: parameter %d is NULL", op, i);
-            return false;
-        }
         if (params[i]->dtype != NB_F32 && params[i]->dtype != NB_F64) {
             nb__error_set(NB_ERR_DTYPE, "%s: parameter %d has dtype %s; float32 and float64 are supported", op, i,
                           nb_dtype_name(params[i]->dtype));
@@ -274,11 +276,9 @@ static nb_status step_impl(nb_optimizer *o) {
 
 static nb_status clip_impl(nb_tensor *const *params, int n, double max_norm, double norm_type, double *total_norm) {
     const char *op = "clip_grad_norm_";
-    if (n < 0 || (n > 0 && !params)) return nb__error_set(NB_ERR_NULL, "%s: %d parameters given at NULL", op, n);
+    if (check_list(op, params, n) != NB_OK) return nb_last_status();
     if (!(max_norm >= 0) || !(norm_type > 0))
         return nb__error_set(NB_ERR_ARG, "%s: max_norm %g must be >= 0 and norm_type %g > 0", op, max_norm, norm_type);
-    for (int i = 0; i < n; i++)
-        if (!params[i]) return nb__error_set(NB_ERR_NULL, "%s: parameter %d is NULL", op, i);
     double total = 0;
     nb_scope_begin();
     nb_no_grad_begin();

@@ -19,9 +19,10 @@ nb_tensor *nb_softmax(nb_tensor *x, int axis) {
     NB_CHECK_ARG("softmax", x);
     if (!require_float("softmax", x) || nb__axis("softmax", axis, x->ndim == 0 ? 1 : x->ndim) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     /* the shift is a constant for differentiation: its gradient cancels */
     nb_tensor *e = nb_exp(nb_sub(x, nb__exp_shift(x, &axis, 1)));
-    NB_COMPOSITE_RETURN(nb_div(e, nb_sum(e, &axis, 1, true)));
+    NB_OPMATH_RETURN(nb_div(e, nb_sum(e, &axis, 1, true)));
 }
 
 nb_tensor *nb_log_softmax(nb_tensor *x, int axis) {
@@ -29,8 +30,9 @@ nb_tensor *nb_log_softmax(nb_tensor *x, int axis) {
     if (!require_float("log_softmax", x) || nb__axis("log_softmax", axis, x->ndim == 0 ? 1 : x->ndim) < 0)
         return NULL;
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *d = nb_sub(x, nb__exp_shift(x, &axis, 1));
-    NB_COMPOSITE_RETURN(nb_sub(d, nb_log(nb_sum(nb_exp(d), &axis, 1, true))));
+    NB_OPMATH_RETURN(nb_sub(d, nb_log(nb_sum(nb_exp(d), &axis, 1, true))));
 }
 
 /*
@@ -60,11 +62,12 @@ nb_tensor *nb_layer_norm(nb_tensor *x, int nnorm, nb_tensor *weight, nb_tensor *
         !norm_args("layer_norm", x, nnorm, bias, "bias", axes))
         return NULL;
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *d = nb_sub(x, nb_mean(x, axes, nnorm, true));
     nb_tensor *y = nb_mul(d, nb_rsqrt(nb_add(nb_mean(nb_square(d), axes, nnorm, true), eps)));
     if (weight) y = nb_mul(y, weight);
     if (bias) y = nb_add(y, bias);
-    NB_COMPOSITE_RETURN(y);
+    NB_OPMATH_RETURN(y);
 }
 
 nb_tensor *nb_rms_norm(nb_tensor *x, int nnorm, nb_tensor *weight, double eps) {
@@ -72,9 +75,10 @@ nb_tensor *nb_rms_norm(nb_tensor *x, int nnorm, nb_tensor *weight, double eps) {
     int axes[NB_MAX_DIMS];
     if (!norm_args("rms_norm", x, nnorm, weight, "weight", axes)) return NULL;
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *y = nb_mul(x, nb_rsqrt(nb_add(nb_mean(nb_square(x), axes, nnorm, true), eps)));
     if (weight) y = nb_mul(y, weight);
-    NB_COMPOSITE_RETURN(y);
+    NB_OPMATH_RETURN(y);
 }
 
 nb_tensor *nb_dropout(nb_tensor *x, double p, bool training) {

@@ -95,6 +95,19 @@ int nb__axes_mask(const char *op, const int *axes, int naxes, int ndim, bool *ma
         return nb__own(r_);                                                     \
     } while (0)
 
+/*
+ * Half-precision "opmath" (PyTorch's acc_type / opmath_type): composites that
+ * reduce or normalize (mean, var, std, logsumexp, norm, softmax,
+ * log_softmax, layer_norm, rms_norm) compute f16 and bf16 inputs in f32 and
+ * round once at the end, so sums of squares and means of large halves do not
+ * overflow to inf.  NB_OPMATH(x) rebinds x (inside NB_COMPOSITE_BEGIN) to its
+ * f32 form, recorded like any cast; NB_OPMATH_RETURN(r, dt) returns r in dt.
+ */
+#define NB_OPMATH(x)                                                            \
+    nb_dtype opmath_dt_ = (x)->dtype;                                           \
+    if (opmath_dt_ == NB_F16 || opmath_dt_ == NB_BF16) (x) = nb_cast((x), NB_F32)
+#define NB_OPMATH_RETURN(r) NB_COMPOSITE_RETURN(nb_cast((r), opmath_dt_))
+
 /** Backend shared by all operands (same device); NULL with NB_ERR_DEVICE naming op. */
 const nb_backend *nb__backend_common(const char *op, nb_tensor *const *ts, int n);
 /** Unscoped conversion of t to dt (new reference; t itself retained when equal). Not recorded. */

@@ -133,7 +133,8 @@ nb_tensor *nb_mean(nb_tensor *x, const int *axes, int naxes, bool keepdim) {
     int64_t n = reduced_count("mean", x, axes, naxes);
     if (n < 0) return NULL;
     NB_COMPOSITE_BEGIN();
-    NB_COMPOSITE_RETURN(nb_div(nb_sum(x, axes, naxes, keepdim), (double)n));
+    NB_OPMATH(x);
+    NB_OPMATH_RETURN(nb_div(nb_sum(x, axes, naxes, keepdim), (double)n));
 }
 
 nb_tensor *nb_var(nb_tensor *x, const int *axes, int naxes, int64_t correction, bool keepdim) {
@@ -142,17 +143,20 @@ nb_tensor *nb_var(nb_tensor *x, const int *axes, int naxes, int64_t correction, 
     int64_t n = reduced_count("var", x, axes, naxes);
     if (n < 0) return NULL;
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *d = nb_sub(x, nb_mean(x, axes, naxes, true));
     double den = (double)n - (double)correction;
-    NB_COMPOSITE_RETURN(nb_div(nb_sum(nb_square(d), axes, naxes, keepdim), den > 0 ? den : 0.0));
+    NB_OPMATH_RETURN(nb_div(nb_sum(nb_square(d), axes, naxes, keepdim), den > 0 ? den : 0.0));
 }
 
 /* sqrt(var); where var is 0 the gradient is 0 instead of 0 * inf (torch's std_backward masks it). */
 nb_tensor *nb_std(nb_tensor *x, const int *axes, int naxes, int64_t correction, bool keepdim) {
+    NB_CHECK_ARG("std", x);
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *v = nb_var(x, axes, naxes, correction, keepdim);
     nb_tensor *zero = v ? nb_eq(v, 0.0) : NULL;
-    NB_COMPOSITE_RETURN(nb_where(zero, nb_zeros_like(v), nb_sqrt(nb_where(zero, nb_ones_like(v), v))));
+    NB_OPMATH_RETURN(nb_where(zero, nb_zeros_like(v), nb_sqrt(nb_where(zero, nb_ones_like(v), v))));
 }
 
 nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes) {
@@ -174,6 +178,7 @@ nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim) 
     if (!float_only("logsumexp", x)) return NULL;
     if (reduced_count("logsumexp", x, axes, naxes) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *m = nb__exp_shift(x, axes, naxes);
     nb_tensor *r = nb_add(nb_log(nb_sum(nb_exp(nb_sub(x, m)), axes, naxes, true)), m);
     if (!keepdim && r) {
@@ -185,7 +190,7 @@ nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim) 
             if (!mask[dd]) shape[k++] = x->shape[dd];
         r = nb_reshape(r, shape, k);
     }
-    NB_COMPOSITE_RETURN(r);
+    NB_OPMATH_RETURN(r);
 }
 
 /* s^(1/p) whose gradient is 0 (not 0 · inf = NaN) where s == 0, as torch's norm_backward masks it. */
@@ -203,11 +208,12 @@ nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keep
         return NULL;
     }
     NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
     nb_tensor *r;
     if (isinf(p)) r = nb_max(nb_abs(x), axes, naxes, keepdim);
     else if (p == 1) r = nb_sum(nb_abs(x), axes, naxes, keepdim);
     else r = root_of(nb_sum(p == 2 ? nb_square(x) : nb_pow(nb_abs(x), p), axes, naxes, keepdim), p);
-    NB_COMPOSITE_RETURN(r);
+    NB_OPMATH_RETURN(r);
 }
 
 static nb_tensor *scan(nb_op op, nb_tensor *x, int axis) {
