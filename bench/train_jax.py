@@ -16,17 +16,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_torch import common_args  # noqa: E402  (numpy only; torch is imported inside its functions)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--limit", type=int, default=0)
-    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    common_args(p)
     args = p.parse_args()
     # XLA's CPU client sizes its thread pool by the CPUs it may run on: bench_train.sh pins it to
     # --threads CPUs with taskset (there is no thread-count flag).

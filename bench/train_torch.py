@@ -86,9 +86,8 @@ def run(args, name, train, test):
           (name, seconds, acc, n * args.epochs / seconds), flush=True)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--model", default="both", choices=["mlp", "cnn", "both"])
+def common_args(p):
+    """The options every training peer takes (train_torch.py, train_jax.py), as bench_train.sh passes them."""
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=128)
@@ -96,6 +95,12 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=0)
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="both", choices=["mlp", "cnn", "both"])
+    common_args(p)
     p.add_argument("--wait-policy", default="passive", choices=["passive", "default"],
                    help="OMP_WAIT_POLICY=PASSIVE (fastest for PyTorch 1.13) or libgomp's default spinning "
                         "(fastest for PyTorch 2.x); bench_train.sh picks each version's best")
