@@ -1246,6 +1246,174 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
                              double *total_norm);
 
 /* ------------------------------------------------------------------------ */
+/* Traced graphs (G1–G9)                                                    */
+/* ------------------------------------------------------------------------ */
+/*
+ * The same nb_* ops that compute eagerly build graph nodes when their inputs
+ * are symbolic tensors of a graph being built: every op goes through one
+ * dispatch point that hands it to the interpreter of this thread (eager, or
+ * the trace of the innermost nb_graph_begin).  A graph is compiled once and
+ * run many times; a symbolic dim (nb_dim("B")) is bound from the inputs at
+ * each run, so one compiled plan serves every batch size.
+ *
+ *     nb_graph *g = nb_graph_begin("mlp");
+ *     nb_tensor *x = nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 784));
+ *     nb_tensor *w = nb_graph_param(g, "w", weight);          // [128, 784]
+ *     nb_graph_output(g, "y", nb_relu(nb_linear(x, w, NULL)));
+ *     nb_graph_end(g);
+ *     nb_compiled *c = nb_graph_compile(g, NB_CPU);            // cached per thread
+ *     nb_tensor *y;
+ *     nb_compiled_run(c, 1, (const char *[]){"x"}, &batch, 1, &y);   // y: [B, 128]
+ *     nb_release(y); nb_compiled_release(c); nb_graph_release(g);
+ *
+ * Symbolic tensors hold no data: reading one (nb_item, nb_data_ptr,
+ * nb_to_string, …) is NB_ERR_STATE naming the call.  Autograd's tape does
+ * not record traced ops; differentiate a graph with nb_graph_grad.
+ */
+
+/** A traced computation graph (reference counted; symbolic tensors hold references). */
+typedef struct nb_graph nb_graph;
+/** A graph compiled for one device, ready to run. */
+typedef struct nb_compiled nb_compiled;
+
+/**
+ * The symbolic dim named `name` (same name ⇒ same size, process-wide), for
+ * use in shapes given to nb_graph_input and, from nb_shape of symbolic
+ * tensors, to any op taking sizes (reshape, expand, …).  NULL, "" or "?"
+ * give a fresh anonymous dim.  Symbolic dims are int64 values no real size
+ * takes; sums, differences, products and exact quotients of them are dims
+ * too (a*M + b over a product M of symbols) — other arithmetic on them is
+ * NB_ERR_SHAPE naming the op.  -1 with NB_ERR_OOM on allocation failure.
+ */
+int64_t nb_dim(const char *name);
+/** True when d is a symbolic dim (from nb_dim or arithmetic on one). */
+bool nb_dim_is_symbolic(int64_t d);
+/** d written as text ("784", "B", "2*B+1") into buf (truncated to size); returns buf, NULL for a NULL buf. */
+const char *nb_dim_name(int64_t d, char *buf, size_t size);
+
+/**
+ * Start tracing a new graph on this thread: pushes its trace interpreter and
+ * opens a tensor scope owning every symbolic tensor made until the matching
+ * nb_graph_end.  Traces nest (the innermost receives the ops).  Returns a
+ * graph reference the caller releases with nb_graph_release; NULL with
+ * NB_ERR_OOM.
+ */
+nb_graph *nb_graph_begin(const char *name);
+/**
+ * Stop tracing g (which must be the innermost trace: NB_ERR_STATE
+ * otherwise), closing its scope.  The graph then has the outputs given with
+ * nb_graph_output and can be compiled.  NB_ERR_STATE when it has no output.
+ */
+nb_status nb_graph_end(nb_graph *g);
+/**
+ * A named run-time input of dtype dt and shape [ndim] (entries >= 0 or
+ * symbolic dims).  Returns a scoped symbolic tensor.  Errors: NB_ERR_ARG
+ * (empty or repeated name, bad rank or size), NB_ERR_STATE (g not being
+ * built), NB_ERR_NULL.
+ */
+nb_tensor *nb_graph_input(nb_graph *g, const char *name, nb_dtype dt, const int64_t *shape, int ndim);
+/**
+ * A named parameter bound to the concrete tensor `value` (retained): each
+ * run reads its current contents, so in-place updates between runs are
+ * seen; nb_compiled_run may pass another tensor of the same shape and dtype
+ * under the same name.  Returns a scoped symbolic tensor.  Errors as
+ * nb_graph_input, NB_ERR_STATE for a symbolic value.
+ */
+nb_tensor *nb_graph_param(nb_graph *g, const char *name, nb_tensor *value);
+/** A constant captured by value (value retained; do not modify it afterwards). Scoped symbolic result. */
+nb_tensor *nb_graph_constant(nb_graph *g, nb_tensor *value);
+/** A rank-0 constant of dtype dt holding value (as nb_scalar). Scoped symbolic result. */
+nb_tensor *nb_graph_scalar(nb_graph *g, double value, nb_dtype dt);
+/**
+ * Add t (a symbolic tensor of g, or one of another graph, merged in; or a
+ * concrete tensor, captured) as the graph result named `name`.  Outputs are
+ * returned by nb_compiled_run in the order they were added.  Errors:
+ * NB_ERR_ARG (empty or repeated name), NB_ERR_STATE, NB_ERR_NULL.
+ */
+nb_status nb_graph_output(nb_graph *g, const char *name, nb_tensor *t);
+/** A tracing callback: builds on g and returns the single output (a symbolic tensor of g). */
+typedef nb_tensor *(*nb_graph_fn)(nb_graph *g, void *ctx);
+/** Trace fn into a new graph whose one output is named "out" (the seed's graph(name, fn)).
+ *  NULL with fn's error (or NB_ERR_STATE when fn returned NULL without one). */
+nb_graph *nb_graph_build(const char *name, nb_graph_fn fn, void *ctx);
+/** A tracing callback that adds its outputs itself (nb_graph_output) and fills `meta`. */
+typedef nb_status (*nb_graph_fn_with)(nb_graph *g, void *ctx, void *meta);
+/** Trace fn into a new graph; fn's extra metadata goes to *meta (the seed's graph_with). */
+nb_graph *nb_graph_build_with(const char *name, nb_graph_fn_with fn, void *ctx, void *meta);
+/** Retain / release a graph reference (NULL is a no-op). */
+nb_graph *nb_graph_retain(nb_graph *g);
+void nb_graph_release(nb_graph *g);
+/** Node count (ids run 0..count-1 and are never reused); -1 for NULL. */
+int nb_graph_node_count(const nb_graph *g);
+/** Output count; -1 for NULL. */
+int nb_graph_output_count(const nb_graph *g);
+/** Check the IR's invariants (ids, topological wiring, metadata agreeing with each op's
+ *  infer rule, outputs).  NB_OK, or NB_ERR_FORMAT naming the node at fault. */
+nb_status nb_graph_verify(const nb_graph *g);
+/**
+ * Graphviz DOT text of g: one node per graph node (op, shape with symbolic
+ * dims, dtype), edges for inputs, outputs marked.  malloc'd through the
+ * allocator hook: free it with nb_free_string.  NULL with NB_ERR_OOM/NULL.
+ */
+char *nb_graph_to_dot(const nb_graph *g);
+/** Free a string returned by nb_graph_to_dot / nb_compiled_to_dot (NULL is a no-op). */
+void nb_free_string(char *s);
+
+/**
+ * Compile g for device dev through this thread's compile cache (keyed by
+ * the graph's structure, its constants and dev): a hit returns the plan
+ * compiled before.  The plan holds its own reference to the graph.
+ * Returns a reference released with nb_compiled_release; NULL with
+ * NB_ERR_STATE (g still being built, or malformed), NB_ERR_DEVICE, NB_ERR_OOM.
+ */
+nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
+/**
+ * Run c with n named arguments (inputs, or params to override) names[i] =
+ * values[i] (concrete tensors on c's device).  Binds every symbolic dim from
+ * the inputs' shapes, then writes the first nout graph outputs (nout <=
+ * output count) as new tensors the caller owns (scoped when a scope is open,
+ * as other results).  Errors, each naming the argument: NB_ERR_ARG (unknown
+ * or repeated name, a missing input), NB_ERR_DTYPE, NB_ERR_SHAPE (rank, a
+ * size different from a declared one, a dim bound to two sizes), the ops'
+ * own run-time errors (index out of range, …); on error no output is
+ * written.
+ */
+nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
+                          nb_tensor **outputs);
+/** The graph c was compiled from (borrowed). */
+nb_graph *nb_compiled_graph(const nb_compiled *c);
+/** DOT text of the compiled plan (the schedule of kernels after compilation); free with nb_free_string. */
+char *nb_compiled_to_dot(const nb_compiled *c);
+/** Retain / release a compiled plan (NULL is a no-op). */
+nb_compiled *nb_compiled_retain(nb_compiled *c);
+void nb_compiled_release(nb_compiled *c);
+
+/** Counters of this thread's compile cache. */
+typedef struct nb_compile_cache_stats {
+    uint64_t hits, misses, evictions;
+    size_t entries, capacity;
+} nb_compile_cache_stats;
+/** This thread's compile-cache counters. */
+nb_compile_cache_stats nb_compile_cache_stats_get(void);
+/** Drop every cached plan of this thread (plans still referenced stay alive) and zero the counters. */
+void nb_compile_cache_clear(void);
+/** Bound this thread's cache to `capacity` plans (>= 1; default 64), evicting the least
+ *  recently used beyond it.  NB_ERR_ARG for 0. */
+nb_status nb_compile_cache_set_capacity(size_t capacity);
+
+/**
+ * Reverse-mode gradients inside a graph being built: grads[i] (scoped
+ * symbolic tensors of loss's graph) = d loss / d wrt[i], built by the same
+ * derivative rules the eager tape uses.  loss must be a rank-0 (or
+ * one-element) float symbolic tensor; wrt[i] symbolic tensors of the same
+ * graph (inputs, params or intermediates).  A wrt[i] the loss does not
+ * depend on gets zeros of its shape.  Errors: NB_ERR_SHAPE naming a
+ * non-scalar loss's shape, NB_ERR_STATE (not symbolic, another graph, not
+ * being built), NB_ERR_DTYPE (non-float), NB_ERR_NULL.
+ */
+nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor **grads);
+
+/* ------------------------------------------------------------------------ */
 /* Op table introspection (used by tests and tools)                         */
 /* ------------------------------------------------------------------------ */
 

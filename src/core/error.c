@@ -66,7 +66,7 @@ const char *nb__shape_str(char *buf, const int64_t *shape, int ndim) {
     int n = 0;
     buf[n++] = '[';
     for (int i = 0; i < ndim && n < 150; i++)
-        n += snprintf(buf + n, 192 - (size_t)n, i ? ", %lld" : "%lld", (long long)shape[i]);
+        n += snprintf(buf + n, 192 - (size_t)n, i ? ", %s" : "%s", nb__dim_str((char[64]){0}, shape[i]));
     snprintf(buf + n, 192 - (size_t)n, "]");
     return buf;
 }

@@ -131,7 +131,48 @@ struct nb_tensor {
     nb_storage *storage;
     struct nb_node *node; /* producing tape node, NULL for leaves */
     nb_tensor *grad;      /* accumulated gradient of a tracked leaf */
+    struct nb_graph *graph; /* non-NULL: a symbolic tensor (no data; storage has none), output
+                               `gout` of node `gnode` of this graph (retained) */
+    int32_t gnode, gout;
 };
+
+/** True for a symbolic tensor of a traced graph (shape may hold symbolic dims, no data). */
+static inline bool nb__is_symbolic(const nb_tensor *t) { return t && t->graph; }
+/** NB_ERR_STATE naming op when t is symbolic (its data exists only when its graph runs);
+ *  returns true when t may be read. */
+bool nb__check_concrete(const char *op, const nb_tensor *t);
+
+/* ---- symbolic dims (src/graph/dim.c) ------------------------------------
+ * A dim is an int64: >= 0 a concrete size; a value in the symbolic range an
+ * interned expression a*M + b over named symbols (M a product of symbol
+ * powers; same name => same size).  Equal expressions are equal int64
+ * values, so shapes still compare with ==.  Eager tensors never hold one. */
+#define NB_DIM_SYM_BASE (INT64_MIN / 2)
+static inline bool nb__dim_sym(int64_t d) { return d <= NB_DIM_SYM_BASE && d > NB_DIM_SYM_BASE - ((int64_t)1 << 40); }
+/** d1 + d2, d1 * d2, d1 / d2 (exact: NB_ERR_SHAPE when not provably divisible), d1 - d2.
+ *  On an unsupported combination: NB_ERR_SHAPE naming op and both dims, returns -1. */
+int64_t nb__dim_add(const char *op, int64_t a, int64_t b);
+int64_t nb__dim_sub(const char *op, int64_t a, int64_t b);
+int64_t nb__dim_mul(const char *op, int64_t a, int64_t b);
+int64_t nb__dim_div(const char *op, int64_t a, int64_t b);
+/** Product of dims (symbolic allowed); -1 with an error naming op on overflow/unsupported. */
+int64_t nb__dims_prod(const char *op, const int64_t *d, int n);
+/** True when any of the n dims is symbolic. */
+bool nb__dims_any_sym(const int64_t *d, int n);
+/** Format a dim ("784", "B", "2*B+1") into buf (size >= 64); returns buf. */
+const char *nb__dim_str(char *buf, int64_t d);
+/** Values bound to symbols while a graph runs (symbol id -> size). */
+typedef struct nb_dim_binding {
+    int n;
+    int32_t sym[16];
+    int64_t val[16];
+} nb_dim_binding;
+/** Evaluate d under bind: its size, or -1 with NB_ERR_SHAPE when a symbol is unbound. */
+int64_t nb__dim_eval(const char *op, int64_t d, const nb_dim_binding *bind);
+/** Bind the dim expression `d` (from a declared input shape) to the size `v`: a lone symbol
+ *  gets v (NB_ERR_SHAPE naming both sizes when already bound to another); other
+ *  expressions are checked.  Returns NB_OK or the error. */
+nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, nb_dim_binding *bind);
 
 /** New tensor record viewing `s` (retains it). Not registered with scopes. */
 nb_tensor *nb__tensor_view_of(nb_storage *s, const int64_t *shape, const int64_t *stride,

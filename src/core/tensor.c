@@ -116,6 +116,7 @@ void nb_release(nb_tensor *t) {
     if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
     nb__storage_release(t->storage);
     if (t->node) nb__node_release(t->node);
+    if (t->graph) nb_graph_release(t->graph);
     nb_release(t->grad);
     nb__free(t);
 }
@@ -296,8 +297,10 @@ int nb__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t
         int64_t da = i < n - na ? 1 : a[i - (n - na)];
         int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
         if (da != db && da != 1 && db != 1) {
-            nb__error(NB_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (axis %d: %lld vs %lld)",
-                      op, NB_DIMS_STR(a, na), NB_DIMS_STR(b, nb), i, (long long)da, (long long)db);
+            /* a symbolic dim broadcasts with 1 and with itself only (it is assumed not to be 1) */
+            nb__error(NB_ERR_SHAPE, "%s: shapes %s and %s do not broadcast (axis %d: %s vs %s)", op,
+                      NB_DIMS_STR(a, na), NB_DIMS_STR(b, nb), i, nb__dim_str((char[64]){0}, da),
+                      nb__dim_str((char[64]){0}, db));
             return -1;
         }
         out[i] = da == 1 ? db : da;

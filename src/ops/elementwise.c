@@ -15,24 +15,39 @@ nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) {
     }
 }
 
-nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1) {
-    const char *name = nb__ops[op].name;
-    NB_CHECK_ARG(name, x);
-    const nb_backend *be = nb__backend_common(name, &x, 1);
-    if (!be) return NULL;
-    nb_dtype odt = nb__unary_dtype(op, x->dtype);
-    nb_tensor *xc = odt == NB_BOOL ? nb_retain(x) : nb__to_dtype(x, odt);
-    nb_tensor *out = xc ? nb__tensor_new(x->shape, x->ndim, odt, x->storage->device) : NULL;
-    if (out && be->unary(op, out, xc, p0, p1) != NB_OK) {
-        nb_release(out);
-        out = NULL;
+static int infer_unary(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *m) {
+    (void)n;
+    (void)attrs;
+    if (!nb__backend_common(nb__ops[op].name, in, 1)) return -1;
+    nb__meta_of(m, in[0]);
+    m->dtype = nb__unary_dtype(op, in[0]->dtype);
+    m->weak = false;
+    return 1;
+}
+
+static nb_status exec_unary(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *m, int nout,
+                            nb_tensor **out) {
+    (void)n;
+    (void)nout;
+    nb_tensor *x = in[0];
+    const nb_backend *be = nb__backend_of(x);
+    nb_tensor *xc = m->dtype == NB_BOOL ? nb_retain(x) : nb__to_dtype(x, m->dtype);
+    nb_tensor *r = xc ? nb__meta_new(m, x->storage->device) : NULL;
+    if (r && be->unary(op, r, xc, attrs->f[0], attrs->f[1]) != NB_OK) {
+        nb_release(r);
+        r = NULL;
     }
     nb_release(xc);
-    if (out && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(&x, 1)) {
-        nb_attrs a = {.f = {p0, p1}};
-        out = nb__record(out, op, &x, 1, &a);
-    }
-    return out;
+    out[0] = r;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_unary = {infer_unary, exec_unary};
+
+nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1) {
+    NB_CHECK_ARG(nb__ops[op].name, x);
+    nb_attrs a = {.f = {p0, p1}};
+    return nb__apply(op, &x, 1, &a);
 }
 
 static int category(nb_dtype d) { return d == NB_BOOL ? 0 : nb_dtype_is_float(d) ? 2 : 1; }
@@ -99,31 +114,52 @@ static void release_all(nb_tensor **ts, int n) {
     for (int i = 0; i < n; i++) nb_release(ts[i]);
 }
 
+static nb_dtype binary_compute_dtype(nb_op op, const nb_tensor *a, const nb_tensor *b) {
+    nb_dtype ct = promote(a, b);
+    return nb__ops[op].dtype_rule == NB_DT_FPROMOTE ? nb__float_of(ct) : ct;
+}
+
+static int infer_binary(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *m) {
+    (void)n;
+    (void)attrs;
+    const char *name = nb__ops[op].name;
+    nb_tensor *a = in[0], *b = in[1];
+    if (!nb__backend_common(name, in, 2)) return -1;
+    m->ndim = nb__broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, m->shape);
+    if (m->ndim < 0) return -1;
+    nb_dtype ct = binary_compute_dtype(op, a, b);
+    m->compute = ct;
+    m->dtype = nb__ops[op].dtype_rule == NB_DT_BOOL ? NB_BOOL : ct;
+    m->weak = a->weak && b->weak; /* still a C number (e.g. b - 1 in the pow rule) */
+    return 1;
+}
+
+static nb_status exec_binary(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *m, int nout,
+                             nb_tensor **out) {
+    (void)n;
+    (void)attrs;
+    (void)nout;
+    nb_tensor *a = in[0];
+    nb_dtype ct = m->compute;
+    nb_tensor *k[2];
+    if (!kernel_operands(k, in, (nb_dtype[]){ct, ct}, 2, m->shape, m->ndim)) return nb_last_status();
+    nb_tensor *r = nb__meta_new(m, a->storage->device);
+    if (r && nb__backend_of(a)->binary(op, r, k[0], k[1]) != NB_OK) {
+        nb_release(r);
+        r = NULL;
+    }
+    release_all(k, 2);
+    out[0] = r;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_binary = {infer_binary, exec_binary};
+
 nb_tensor *nb__binary(nb_op op, nb_tensor *a, nb_tensor *b) {
     const char *name = nb__ops[op].name;
     NB_CHECK_ARG(name, a);
     NB_CHECK_ARG(name, b);
-    const nb_backend *be = nb__backend_common(name, (nb_tensor *[]){a, b}, 2);
-    if (!be) return NULL;
-    int64_t shape[NB_MAX_DIMS];
-    int nd = nb__broadcast_shapes(name, a->shape, a->ndim, b->shape, b->ndim, shape);
-    if (nd < 0) return NULL;
-    nb_dtype ct = promote(a, b);
-    nb_dtype_rule rule = nb__ops[op].dtype_rule;
-    if (rule == NB_DT_FPROMOTE) ct = nb__float_of(ct);
-    nb_dtype odt = rule == NB_DT_BOOL ? NB_BOOL : ct;
-    nb_tensor *k[2];
-    if (!kernel_operands(k, (nb_tensor *[]){a, b}, (nb_dtype[]){ct, ct}, 2, shape, nd)) return NULL;
-    nb_tensor *out = nb__tensor_new(shape, nd, odt, a->storage->device);
-    if (out && be->binary(op, out, k[0], k[1]) != NB_OK) {
-        nb_release(out);
-        out = NULL;
-    }
-    if (out) out->weak = a->weak && b->weak; /* still a C number (e.g. b - 1 in the pow rule) */
-    release_all(k, 2);
-    if (out && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record((nb_tensor *[]){a, b}, 2))
-        out = nb__record(out, op, (nb_tensor *[]){a, b}, 2, NULL);
-    return out;
+    return nb__apply(op, (nb_tensor *[]){a, b}, 2, NULL);
 }
 
 /* ---- public unary ops ---- */
@@ -179,30 +215,48 @@ NB_BINARY_DEF(LOGICAL_XOR, logical_xor) NB_BINARY_DEF(FMOD, fmod)
 #undef NB_BINARY_DEF
 
 /* ---- where / masked_fill ---- */
+static int infer_where(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *m) {
+    (void)op;
+    (void)n;
+    (void)attrs;
+    nb_tensor *c = in[0], *a = in[1], *b = in[2];
+    if (!nb__backend_common("where", in, 3)) return -1;
+    int64_t s1[NB_MAX_DIMS];
+    int n1 = nb__broadcast_shapes("where", c->shape, c->ndim, a->shape, a->ndim, s1);
+    if (n1 < 0) return -1;
+    m->ndim = nb__broadcast_shapes("where", s1, n1, b->shape, b->ndim, m->shape);
+    if (m->ndim < 0) return -1;
+    m->dtype = promote(a, b);
+    m->weak = false;
+    return 1;
+}
+
+static nb_status exec_where(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *m, int nout,
+                            nb_tensor **out) {
+    (void)op;
+    (void)n;
+    (void)attrs;
+    (void)nout;
+    nb_tensor *k[3];
+    if (!kernel_operands(k, in, (nb_dtype[]){NB_DTYPE_COUNT, m->dtype, m->dtype}, 3, m->shape, m->ndim))
+        return nb_last_status();
+    nb_tensor *r = nb__meta_new(m, in[1]->storage->device);
+    if (r && nb__backend_of(in[1])->where(r, k[0], k[1], k[2]) != NB_OK) {
+        nb_release(r);
+        r = NULL;
+    }
+    release_all(k, 3);
+    out[0] = r;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_where = {infer_where, exec_where};
+
 nb_tensor *nb__where(nb_tensor *c, nb_tensor *a, nb_tensor *b) {
     NB_CHECK_ARG("where", c);
     NB_CHECK_ARG("where", a);
     NB_CHECK_ARG("where", b);
-    const nb_backend *be = nb__backend_common("where", (nb_tensor *[]){c, a, b}, 3);
-    if (!be) return NULL;
-    int64_t s1[NB_MAX_DIMS], shape[NB_MAX_DIMS];
-    int n1 = nb__broadcast_shapes("where", c->shape, c->ndim, a->shape, a->ndim, s1);
-    if (n1 < 0) return NULL;
-    int nd = nb__broadcast_shapes("where", s1, n1, b->shape, b->ndim, shape);
-    if (nd < 0) return NULL;
-    nb_dtype ct = promote(a, b);
-    nb_tensor *k[3];
-    if (!kernel_operands(k, (nb_tensor *[]){c, a, b}, (nb_dtype[]){NB_DTYPE_COUNT, ct, ct}, 3, shape, nd))
-        return NULL;
-    nb_tensor *out = nb__tensor_new(shape, nd, ct, a->storage->device);
-    if (out && be->where(out, k[0], k[1], k[2]) != NB_OK) {
-        nb_release(out);
-        out = NULL;
-    }
-    release_all(k, 3);
-    if (out && nb__should_record((nb_tensor *[]){a, b}, 2))
-        out = nb__record(out, NB_OP_WHERE, (nb_tensor *[]){c, a, b}, 3, NULL);
-    return out;
+    return nb__apply(NB_OP_WHERE, (nb_tensor *[]){c, a, b}, 3, NULL);
 }
 
 nb_tensor *nb_where(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return nb__own(nb__where(c, a, b)); }

@@ -16,3 +16,23 @@ const nb_op_info nb__ops[NB_OP_COUNT] = {
 int nb_op_count(void) { return NB_OP_COUNT; }
 
 const char *nb_op_name(int i) { return (i >= 0 && i < NB_OP_COUNT) ? nb__ops[i].name : NULL; }
+
+/* The infer / execute pair of each kind, defined in the kind's own file.
+ * TRANSITION: kinds not yet split are weak placeholders (no dispatch). */
+#define NB_KIND_DECL(k) extern const nb_kind_impl nb__kind_##k;
+#define NB_KIND_WEAK(k) __attribute__((weak)) const nb_kind_impl nb__kind_##k = {0};
+NB_KIND_DECL(unary) NB_KIND_DECL(binary) NB_KIND_DECL(where)
+NB_KIND_WEAK(reduce) NB_KIND_WEAK(argreduce) NB_KIND_WEAK(scan) NB_KIND_WEAK(matmul) NB_KIND_WEAK(gather)
+NB_KIND_WEAK(scatter_add) NB_KIND_WEAK(copy) NB_KIND_WEAK(view) NB_KIND_WEAK(view_grad) NB_KIND_WEAK(pad)
+NB_KIND_WEAK(cat) NB_KIND_WEAK(window)
+
+const nb_kind_impl *const nb__kinds[NB_KIND_COUNT] = {
+    [NB_KIND_UNARY] = &nb__kind_unary,         [NB_KIND_BINARY] = &nb__kind_binary,
+    [NB_KIND_WHERE] = &nb__kind_where,         [NB_KIND_REDUCE] = &nb__kind_reduce,
+    [NB_KIND_ARGREDUCE] = &nb__kind_argreduce, [NB_KIND_SCAN] = &nb__kind_scan,
+    [NB_KIND_MATMUL] = &nb__kind_matmul,       [NB_KIND_GATHER] = &nb__kind_gather,
+    [NB_KIND_SCATTER_ADD] = &nb__kind_scatter_add, [NB_KIND_COPY] = &nb__kind_copy,
+    [NB_KIND_VIEW] = &nb__kind_view,           [NB_KIND_VIEW_GRAD] = &nb__kind_view_grad,
+    [NB_KIND_PAD] = &nb__kind_pad,             [NB_KIND_CAT] = &nb__kind_cat,
+    [NB_KIND_COMPOSITE] = NULL,                [NB_KIND_WINDOW] = &nb__kind_window,
+};

@@ -48,6 +48,91 @@ typedef struct nb_op_info {
 
 extern const nb_op_info nb__ops[NB_OP_COUNT];
 
+/* ---- the one dispatch point (src/ops/dispatch.c) ------------------------
+ * Every primitive op (every kind but COMPOSITE) is an `infer` rule plus an
+ * `execute` step, found through its kind in nb__kinds.  A public op calls
+ * nb__apply, which infers the outputs from metadata alone and hands the op
+ * to the interpreter on top of this thread's stack: none means eager
+ * (execute, then record the tape node), a trace interpreter appends a graph
+ * node instead.  Composite ops are written with public ops and so reach the
+ * same point for each primitive they use. */
+
+#define NB_MAX_OUTS 2
+
+/** Metadata of one op result, from an infer rule (no data access). */
+typedef struct nb_meta {
+    nb_dtype dtype;
+    int ndim;
+    bool weak;                  /* still a wrapped C number (weak scalar op weak scalar) */
+    nb_dtype compute;           /* the dtype the kernel computes in, where the kind needs one */
+    int64_t shape[NB_MAX_DIMS]; /* may hold symbolic dims while tracing */
+} nb_meta;
+
+/**
+ * Validate the inputs and attrs of op (attrs normalized in place: axes made
+ * non-negative, -1 sizes resolved, …, so that inferring again from the
+ * normalized attrs gives the same result) and fill meta[0..nout) from
+ * shapes and dtypes only, never data.  Returns nout (>= 1), or -1 with a
+ * typed error naming the op.  Inputs may be symbolic; NULL inputs are
+ * rejected by the front-end before.  attrs is NULL for ops without
+ * attributes, else the caller's own (zero-initialized, then filled) record.
+ */
+typedef int (*nb_infer_fn)(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *meta);
+/**
+ * Compute op on concrete inputs (as validated by infer) into fresh,
+ * unscoped, untracked results out[0..nout) of the inferred metadata.
+ * Checks that need data (index ranges) are made here, with typed errors.
+ * On failure nothing is left in out.
+ */
+typedef nb_status (*nb_execute_fn)(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                                   const nb_meta *meta, int nout, nb_tensor **out);
+
+typedef struct nb_kind_impl {
+    nb_infer_fn infer;
+    nb_execute_fn execute;
+} nb_kind_impl;
+
+/** The infer / execute pair of each op kind (COMPOSITE: none). Defined in the
+ *  file of that kind (nb__kind_<kind>). */
+extern const nb_kind_impl *const nb__kinds[NB_KIND_COUNT];
+
+/** An interpreter of ops (eager is the absence of one). */
+typedef struct nb_interp nb_interp;
+struct nb_interp {
+    const char *name;
+    /** Apply op (already inferred: meta[0..nout)) to in[0..n); write nout new unscoped
+     *  references to out.  Returns NB_OK or an error (nothing left in out). */
+    nb_status (*apply)(nb_interp *self, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                       const nb_meta *meta, int nout, nb_tensor **out);
+    nb_interp *below; /* the next interpreter down this thread's stack (set by push) */
+};
+/** Push / pop an interpreter on this thread's stack (pop must be of the top one). */
+void nb__interp_push(nb_interp *it);
+void nb__interp_pop(nb_interp *it);
+/** The interpreter on top of this thread's stack, NULL for eager. */
+nb_interp *nb__interp_top(void);
+/** The interpreter a symbolic tensor outside any trace uses (eval mode; NULL: not lazy). */
+extern nb_interp *(*nb__lazy_interp)(nb_tensor *t);
+
+/**
+ * THE dispatch point: infer op on in[0..n) with attrs (NULL: none; else the
+ * caller's zero-initialized record, which infer may normalize), then apply
+ * it through the current interpreter.  Writes up to NB_MAX_OUTS
+ * unscoped results to out and returns their count, or -1 (error set, out
+ * untouched).
+ */
+int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out);
+/** nb__apply_n for single-output ops: the unscoped result or NULL (error set). */
+nb_tensor *nb__apply(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs);
+/** Eager application with inferred meta: execute, then record on the tape when recording
+ *  and an input is tracked (multi-output ops record out[0]). The executor uses it too. */
+nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
+                          int nout, nb_tensor **out);
+/** A fresh concrete tensor for meta on dev (contiguous, uninitialized). Unscoped. */
+nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev);
+/** meta from a tensor's dtype and shape (weak flag included). */
+void nb__meta_of(nb_meta *m, const nb_tensor *t);
+
 /** torch.clamp's min(max(x, lo), hi) with std::max/min semantics, used by ops.def: hi
  * everywhere when lo > hi, NaN passes, a zero x keeps its sign (clamp(-0, 0, 1) = -0). */
 static inline double nb__clamp(double x, double lo, double hi) {

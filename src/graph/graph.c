@@ -1,0 +1,375 @@
+/*
+ * graph.c — the graph record and tracing: building graphs between
+ * nb_graph_begin and nb_graph_end (each begin pushes a trace interpreter on
+ * this thread's dispatch stack), inputs / params / constants / outputs, the
+ * symbolic tensors that stand for graph values, and the import of values
+ * from other graphs (merging).
+ */
+#include "graph.h"
+
+#include <string.h>
+
+/* ---- the record ---- */
+
+void nb__graph_retain(nb_graph *g) { atomic_fetch_add(&g->refs, 1); }
+
+nb_graph *nb_graph_retain(nb_graph *g) {
+    if (g) nb__graph_retain(g);
+    return g;
+}
+
+void nb_graph_release(nb_graph *g) {
+    if (!g || atomic_fetch_sub(&g->refs, 1) != 1) return;
+    for (int i = 0; i < g->n; i++) {
+        nb__free(g->nodes[i].name);
+        nb_release(g->nodes[i].value);
+    }
+    for (int i = 0; i < g->n_outputs; i++) nb__free(g->output_names[i]);
+    nb__free(g->nodes);
+    nb__free(g->outputs);
+    nb__free(g->output_names);
+    nb__free(g->name);
+    nb__free(g);
+}
+
+int nb_graph_node_count(const nb_graph *g) { return g ? g->n : -1; }
+int nb_graph_output_count(const nb_graph *g) { return g ? g->n_outputs : -1; }
+
+int32_t nb__graph_append(nb_graph *g, const nb_gnode *nd) {
+    if (g->n == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 32;
+        nb_gnode *v = nb__realloc(g->nodes, sizeof *v * (size_t)cap);
+        if (!v) {
+            nb__error(NB_ERR_OOM, "graph '%s': out of memory for node %d", g->name, g->n);
+            return -1;
+        }
+        g->nodes = v;
+        g->cap = cap;
+    }
+    g->nodes[g->n] = *nd;
+    g->nodes[g->n].id = g->n;
+    g->hash = 0;
+    return g->n++;
+}
+
+nb_tensor *nb__graph_tensor(nb_graph *g, nb_gval v) {
+    const nb_meta *m = nb__gval_meta(g, v);
+    nb_storage *s = nb__malloc(sizeof *s);
+    if (!s) {
+        nb__error(NB_ERR_OOM, "graph '%s': out of memory for a symbolic tensor", g->name);
+        return NULL;
+    }
+    memset(s, 0, sizeof *s);
+    atomic_init(&s->refs, 0);
+    s->device = g->device;
+    int64_t st[NB_MAX_DIMS] = {0};
+    nb_tensor *t = nb__tensor_view_of(s, m->shape, st, m->ndim, 0, m->dtype);
+    if (!t) {
+        nb__free(s);
+        return NULL;
+    }
+    t->weak = m->weak;
+    t->graph = g;
+    t->gnode = v.node;
+    t->gout = v.out;
+    nb__graph_retain(g);
+    return t;
+}
+
+bool nb__check_concrete(const char *op, const nb_tensor *t) {
+    if (!nb__is_symbolic(t)) return true;
+    nb__error(NB_ERR_STATE, "%s: tensor is symbolic (node %d of graph '%s'); it has data only when the "
+              "compiled graph runs", op, t->gnode, t->graph->name);
+    return false;
+}
+
+/* ---- values: own, imported (merge), captured ---- */
+
+static nb_gval bad_val(void) { return (nb_gval){-1, -1}; }
+
+static nb_gval capture(nb_graph *g, nb_tensor *t) {
+    for (int i = 0; i < g->n; i++) /* one node per captured tensor */
+        if (g->nodes[i].kind == NB_GNODE_CONST && g->nodes[i].value == t) return (nb_gval){i, 0};
+    nb_gnode nd = {.kind = NB_GNODE_CONST, .n_out = 1, .value = t};
+    nb__meta_of(&nd.out[0], t);
+    if (nb__graph_append(g, &nd) < 0) return bad_val();
+    nb_retain(t);
+    return (nb_gval){g->n - 1, 0};
+}
+
+/* Copy node `id` of `src` and its ancestors into g; map[] (src->n entries, -1 unset) memoizes. */
+static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map) {
+    if (map[id] >= 0) return map[id];
+    const nb_gnode *s = &src->nodes[id];
+    nb_gnode nd = *s;
+    for (int i = 0; i < s->n_in; i++) {
+        int32_t j = import(g, src, s->in[i].node, map);
+        if (j < 0) return -1;
+        nd.in[i].node = j;
+    }
+    if (s->kind == NB_GNODE_INPUT || s->kind == NB_GNODE_PARAM)
+        for (int i = 0; i < g->n; i++) /* the same named input / param is one value */
+            if (g->nodes[i].kind == s->kind && !strcmp(g->nodes[i].name, s->name)) return map[id] = i;
+    nd.name = s->name ? nb__strdup(s->name) : NULL;
+    if (s->name && !nd.name) {
+        nb__error(NB_ERR_OOM, "graph '%s': out of memory merging graph '%s'", g->name, src->name);
+        return -1;
+    }
+    if (nb__graph_append(g, &nd) < 0) {
+        nb__free(nd.name);
+        return -1;
+    }
+    nb_retain(nd.value);
+    return map[id] = g->n - 1;
+}
+
+nb_gval nb__graph_value_of(nb_graph *g, nb_tensor *t) {
+    if (!nb__is_symbolic(t)) return capture(g, t);
+    if (t->graph == g) return (nb_gval){t->gnode, t->gout};
+    const nb_graph *src = t->graph;
+    int32_t *map = nb__malloc(sizeof *map * (size_t)src->n);
+    if (!map) {
+        nb__error(NB_ERR_OOM, "graph '%s': out of memory merging graph '%s'", g->name, src->name);
+        return bad_val();
+    }
+    memset(map, 0xff, sizeof *map * (size_t)src->n);
+    int32_t id = import(g, src, t->gnode, map);
+    nb__free(map);
+    return id < 0 ? bad_val() : (nb_gval){id, t->gout};
+}
+
+/* ---- the trace interpreter ---- */
+
+typedef struct trace_interp {
+    nb_interp base;
+    nb_graph *g;
+} trace_interp;
+
+static nb_status trace_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                             const nb_meta *meta, int nout, nb_tensor **out) {
+    nb_graph *g = ((trace_interp *)self)->g;
+    nb_gnode nd = {.kind = NB_GNODE_OP, .op = op, .n_in = n, .n_out = nout};
+    if (attrs) nd.attrs = *attrs;
+    for (int i = 0; i < n; i++) {
+        if (!in[i]) { /* an absent optional input */
+            nd.in[i] = bad_val();
+            continue;
+        }
+        nd.in[i] = nb__graph_value_of(g, in[i]);
+        if (nd.in[i].node < 0) return nb_last_status();
+    }
+    memcpy(nd.out, meta, sizeof(nb_meta) * (size_t)nout);
+    int32_t id = nb__graph_append(g, &nd);
+    if (id < 0) return NB_ERR_OOM;
+    for (int i = 0; i < nout; i++) {
+        out[i] = nb__graph_tensor(g, (nb_gval){id, i});
+        if (!out[i]) {
+            while (i-- > 0) nb_release(out[i]);
+            return NB_ERR_OOM;
+        }
+    }
+    return NB_OK;
+}
+
+/* ---- building ---- */
+
+typedef struct build_frame {
+    trace_interp it;
+    struct build_frame *up;
+} build_frame;
+
+static _Thread_local build_frame *tl_builds;
+
+static bool is_building(const char *op, nb_graph *g) {
+    if (!g) {
+        nb__error(NB_ERR_NULL, "%s: graph is NULL", op);
+        return false;
+    }
+    if (!g->building) {
+        nb__error(NB_ERR_STATE, "%s: graph '%s' is not being built (nb_graph_begin ... nb_graph_end)", op, g->name);
+        return false;
+    }
+    return true;
+}
+
+nb_graph *nb_graph_begin(const char *name) {
+    nb_graph *g = nb__calloc(1, sizeof *g);
+    build_frame *f = g ? nb__calloc(1, sizeof *f) : NULL;
+    char *nm = f ? nb__strdup(name && *name ? name : "graph") : NULL;
+    if (!nm) {
+        nb__free(f);
+        nb__free(g);
+        nb__error(NB_ERR_OOM, "graph_begin: out of memory");
+        return NULL;
+    }
+    atomic_init(&g->refs, 1);
+    g->name = nm;
+    g->device = NB_CPU;
+    g->building = true;
+    f->it.base.name = "trace";
+    f->it.base.apply = trace_apply;
+    f->it.g = g;
+    f->up = tl_builds;
+    tl_builds = f;
+    nb__interp_push(&f->it.base);
+    nb_scope_begin();
+    return g;
+}
+
+nb_status nb_graph_end(nb_graph *g) {
+    if (!g) return nb__error_set(NB_ERR_NULL, "graph_end: graph is NULL");
+    if (!tl_builds || tl_builds->it.g != g)
+        return nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' is not the innermost graph being built on this thread",
+                             g->name);
+    build_frame *f = tl_builds;
+    nb_scope_end();
+    nb__interp_pop(&f->it.base);
+    tl_builds = f->up;
+    nb__free(f);
+    g->building = false;
+    if (g->n_outputs == 0)
+        return nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' has no output (nb_graph_output)", g->name);
+    return NB_OK;
+}
+
+static bool name_ok(const char *op, nb_graph *g, const char *name) {
+    if (!name || !*name) {
+        nb__error(NB_ERR_ARG, "%s: name must be a non-empty string", op);
+        return false;
+    }
+    for (int i = 0; i < g->n; i++)
+        if ((g->nodes[i].kind == NB_GNODE_INPUT || g->nodes[i].kind == NB_GNODE_PARAM) && !strcmp(g->nodes[i].name, name)) {
+            nb__error(NB_ERR_ARG, "%s: graph '%s' already has an input or param named '%s'", op, g->name, name);
+            return false;
+        }
+    return true;
+}
+
+static nb_tensor *add_named(const char *op, nb_graph *g, nb_gnode *nd, const char *name) {
+    nd->name = nb__strdup(name);
+    if (!nd->name || nb__graph_append(g, nd) < 0) {
+        nb__free(nd->name);
+        nb__error(NB_ERR_OOM, "%s: out of memory", op);
+        return NULL;
+    }
+    nb_retain(nd->value);
+    return nb__own(nb__graph_tensor(g, (nb_gval){g->n - 1, 0}));
+}
+
+nb_tensor *nb_graph_input(nb_graph *g, const char *name, nb_dtype dt, const int64_t *shape, int ndim) {
+    const char *op = "graph_input";
+    if (!is_building(op, g) || !name_ok(op, g, name)) return NULL;
+    if ((unsigned)dt >= NB_DTYPE_COUNT) {
+        nb__error(NB_ERR_DTYPE, "%s: '%s': invalid dtype %d", op, name, (int)dt);
+        return NULL;
+    }
+    if (ndim < 0 || ndim > NB_MAX_DIMS || (ndim && !shape)) {
+        nb__error(NB_ERR_ARG, "%s: '%s': rank %d outside [0, %d] or NULL shape", op, name, ndim, NB_MAX_DIMS);
+        return NULL;
+    }
+    nb_gnode nd = {.kind = NB_GNODE_INPUT, .n_out = 1};
+    nd.out[0].dtype = dt;
+    nd.out[0].ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0 && !nb__dim_sym(shape[i])) {
+            nb__error(NB_ERR_ARG, "%s: '%s': negative size %lld at axis %d", op, name, (long long)shape[i], i);
+            return NULL;
+        }
+        nd.out[0].shape[i] = shape[i];
+    }
+    return add_named(op, g, &nd, name);
+}
+
+nb_tensor *nb_graph_param(nb_graph *g, const char *name, nb_tensor *value) {
+    const char *op = "graph_param";
+    NB_CHECK_ARG(op, value);
+    if (!is_building(op, g) || !name_ok(op, g, name) || !nb__check_concrete(op, value)) return NULL;
+    nb_gnode nd = {.kind = NB_GNODE_PARAM, .n_out = 1, .value = value};
+    nb__meta_of(&nd.out[0], value);
+    nd.out[0].weak = false;
+    return add_named(op, g, &nd, name);
+}
+
+nb_tensor *nb_graph_constant(nb_graph *g, nb_tensor *value) {
+    const char *op = "graph_constant";
+    NB_CHECK_ARG(op, value);
+    if (!is_building(op, g) || !nb__check_concrete(op, value)) return NULL;
+    nb_gval v = capture(g, value);
+    return v.node < 0 ? NULL : nb__own(nb__graph_tensor(g, v));
+}
+
+nb_tensor *nb_graph_scalar(nb_graph *g, double value, nb_dtype dt) {
+    if (!is_building("graph_scalar", g)) return NULL;
+    nb_tensor *s = nb__full_on(NULL, 0, value, dt, g->device);
+    if (!s) return NULL;
+    nb_tensor *r = nb_graph_constant(g, s);
+    nb_release(s);
+    return r;
+}
+
+nb_status nb_graph_output(nb_graph *g, const char *name, nb_tensor *t) {
+    nb__error_frame fr;
+    nb__own_begin(&fr);
+    const char *op = "graph_output";
+    nb_status st = NB_OK;
+    if (!t) st = nb__error(NB_ERR_NULL, "%s: tensor is NULL", op);
+    else if (!is_building(op, g)) st = nb_last_status();
+    else if (!name || !*name) st = nb__error(NB_ERR_ARG, "%s: name must be a non-empty string", op);
+    for (int i = 0; st == NB_OK && i < g->n_outputs; i++)
+        if (!strcmp(g->output_names[i], name))
+            st = nb__error(NB_ERR_ARG, "%s: graph '%s' already has an output named '%s'", op, g->name, name);
+    if (st == NB_OK && g->n_outputs == g->cap_outputs) {
+        int cap = g->cap_outputs ? 2 * g->cap_outputs : 4;
+        nb_gval *o = nb__realloc(g->outputs, sizeof *o * (size_t)cap);
+        if (o) g->outputs = o;
+        char **nm = o ? nb__realloc(g->output_names, sizeof *nm * (size_t)cap) : NULL;
+        if (nm) g->output_names = nm;
+        if (!nm) st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
+        else g->cap_outputs = cap;
+    }
+    char *nm = st == NB_OK ? nb__strdup(name) : NULL;
+    if (st == NB_OK && !nm) st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
+    nb_gval v = st == NB_OK ? nb__graph_value_of(g, t) : bad_val();
+    if (st == NB_OK && v.node < 0) st = nb_last_status();
+    if (st == NB_OK) {
+        g->outputs[g->n_outputs] = v;
+        g->output_names[g->n_outputs++] = nm;
+        g->hash = 0;
+    } else
+        nb__free(nm);
+    return nb__own_end(&fr, op, st);
+}
+
+nb_graph *nb_graph_build(const char *name, nb_graph_fn fn, void *ctx) {
+    if (!fn) {
+        nb__error_set(NB_ERR_NULL, "graph_build: fn is NULL");
+        return NULL;
+    }
+    nb_graph *g = nb_graph_begin(name);
+    if (!g) return NULL;
+    nb_tensor *out = fn(g, ctx);
+    nb_status st = out ? nb_graph_output(g, "out", out) : NB_ERR_STATE;
+    if (!out && nb_last_status() == NB_OK) nb__error(NB_ERR_STATE, "graph_build: '%s': fn returned NULL", g->name);
+    nb_status se = nb_graph_end(g);
+    if (st != NB_OK || se != NB_OK) {
+        nb_graph_release(g);
+        return NULL;
+    }
+    return g;
+}
+
+nb_graph *nb_graph_build_with(const char *name, nb_graph_fn_with fn, void *ctx, void *meta) {
+    if (!fn) {
+        nb__error_set(NB_ERR_NULL, "graph_build_with: fn is NULL");
+        return NULL;
+    }
+    nb_graph *g = nb_graph_begin(name);
+    if (!g) return NULL;
+    nb_status st = fn(g, ctx, meta);
+    nb_status se = nb_graph_end(g);
+    if (st != NB_OK || se != NB_OK) {
+        nb_graph_release(g);
+        return NULL;
+    }
+    return g;
+}
