@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-static _Thread_local nb_interp *tl_top;
+static _Thread_local nb_interp *tl_top __attribute__((tls_model("initial-exec")));
 nb_interp *(*nb__lazy_interp)(nb_tensor *t);
 
 void nb__interp_push(nb_interp *it) {
@@ -50,13 +50,11 @@ nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs 
     return NB_OK;
 }
 
-int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out) {
-    const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
-    NB_ASSERT(k && n <= 8);
-    nb_meta meta[NB_MAX_OUTS];
-    int nout = k->infer(op, in, n, attrs, meta);
-    if (nout < 0) return -1;
+/* The interpreter for these inputs: the top of the stack, else (eval mode) a lazy graph's;
+ * NULL for eager.  `*bad` when a symbolic input has no interpreter (an error is set). */
+static nb_interp *interp_for(nb_op op, nb_tensor *const *in, int n, bool *bad) {
     nb_interp *it = tl_top;
+    *bad = false;
     for (int i = 0; !it && i < n; i++)
         if (nb__is_symbolic(in[i])) {
             it = nb__lazy_interp ? nb__lazy_interp(in[i]) : NULL;
@@ -64,20 +62,44 @@ int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tenso
                 nb__error(NB_ERR_STATE, "%s: input %d is a symbolic tensor of a graph that is no longer being "
                           "built (trace with nb_graph_begin / nb_graph_build, or run the compiled graph)",
                           nb__ops[op].name, i);
-                return -1;
+                *bad = true;
             }
         }
-    nb_tensor *res[NB_MAX_OUTS];
-    nb_status st = it ? it->apply(it, op, in, n, attrs, meta, nout, res) : nb__eager_apply(op, in, n, attrs, meta, nout, res);
-    if (st != NB_OK) return -1;
-    memcpy(out, res, sizeof(nb_tensor *) * (size_t)nout);
-    return nout;
+    return it;
+}
+
+int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out) {
+    const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
+    NB_ASSERT(k && k->infer && n <= 8);
+    nb_meta meta[NB_MAX_OUTS];
+    int nout = k->infer(op, in, n, attrs, meta);
+    if (nout < 0) return -1;
+    bool bad;
+    nb_interp *it = interp_for(op, in, n, &bad);
+    if (bad) return -1;
+    nb_status st = it ? it->apply(it, op, in, n, attrs, meta, nout, out) : nb__eager_apply(op, in, n, attrs, meta, nout, out);
+    return st == NB_OK ? nout : -1;
 }
 
 nb_tensor *nb__apply(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs) {
+    const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
+    NB_ASSERT(k && k->infer && n <= 8);
+    nb_meta meta[NB_MAX_OUTS];
     nb_tensor *out[NB_MAX_OUTS];
-    int k = nb__apply_n(op, in, n, attrs, out);
-    if (k < 0) return NULL;
-    for (int i = 1; i < k; i++) nb_release(out[i]);
+    int nout = k->infer(op, in, n, attrs, meta);
+    if (nout < 0) return NULL;
+    bool bad;
+    nb_interp *it = interp_for(op, in, n, &bad);
+    if (bad) return NULL;
+    nb_status st;
+    if (it) st = it->apply(it, op, in, n, attrs, meta, nout, out);
+    else { /* eager, inline: the hot path */
+        st = k->execute(op, in, n, attrs, meta, nout, out);
+        if (st == NB_OK && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(in, n) &&
+            !(out[0] = nb__record(out[0], op, in, n, attrs)))
+            st = NB_ERR_OOM;
+    }
+    if (st != NB_OK) return NULL;
+    for (int i = 1; i < nout; i++) nb_release(out[i]);
     return out[0];
 }

@@ -5,6 +5,7 @@
  */
 #include "../backend/backend.h"
 
+#include <math.h>
 #include <string.h>
 
 nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) {
@@ -33,7 +34,7 @@ static nb_status exec_unary(nb_op op, nb_tensor *const *in, int n, const nb_attr
     const nb_backend *be = nb__backend_of(x);
     nb_tensor *xc = m->dtype == NB_BOOL ? nb_retain(x) : nb__to_dtype(x, m->dtype);
     nb_tensor *r = xc ? nb__meta_new(m, x->storage->device) : NULL;
-    if (r && be->unary(op, r, xc, attrs->f[0], attrs->f[1]) != NB_OK) {
+    if (r && be->unary(op, r, xc, attrs ? attrs->f[0] : 0, attrs ? attrs->f[1] : 0) != NB_OK) {
         nb_release(r);
         r = NULL;
     }
@@ -46,6 +47,7 @@ const nb_kind_impl nb__kind_unary = {infer_unary, exec_unary};
 
 nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1) {
     NB_CHECK_ARG(nb__ops[op].name, x);
+    if (p0 == 0 && p1 == 0 && !signbit(p0) && !signbit(p1)) return nb__apply(op, &x, 1, NULL); /* no memset */
     nb_attrs a = {.f = {p0, p1}};
     return nb__apply(op, &x, 1, &a);
 }
