@@ -1380,7 +1380,8 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
  * or repeated name, a missing input), NB_ERR_DTYPE, NB_ERR_SHAPE (rank, a
  * size different from a declared one, a dim bound to two sizes), the ops'
  * own run-time errors (index out of range, …); on error no output is
- * written.
+ * written.  The ops run without tape recording (outputs do not require
+ * grad; differentiate inside the graph with nb_graph_grad).
  */
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs);
