@@ -250,6 +250,10 @@ static void merged_graphs_give_the_right_values(void **state) {
 static void bad_arguments_are_typed_errors_without_leaks(void **state) {
     (void)state;
     nb_graph *g = model_graph();
+    assert_null(nb_graph_compile(g, (nb_device){NB_DEVICE_CPU, 3}));
+    assert_error(nb_last_status(), NB_ERR_DEVICE, NULL);
+    assert_null(nb_graph_compile(NULL, NB_CPU));
+    assert_error(nb_last_status(), NB_ERR_NULL, NULL);
     nb_compiled *c = nb_graph_compile(g, NB_CPU);
     assert_non_null(c);
     nb_tensor *x = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32)), *y = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32));
@@ -427,6 +431,32 @@ static void intermediates_are_freed_after_last_use(void **state) {
     nb_graph_release(g);
 }
 
+/* Symbolic dims held in a node's attrs are evaluated under the run's binding (an unbound one
+ * is NB_ERR_SHAPE naming it).  Unary ops ignore attrs.i, so hand-set values only show there. */
+static void symbolic_attrs_are_evaluated_at_run_time(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("attrs");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    assert_int_equal(nb_graph_output(g, "y", nb_exp(x)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    assert_int_equal(g->nodes[1].kind, NB_GNODE_OP);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32)), *y = NULL;
+    g->nodes[1].attrs.i[0] = nb_dim("unbound_C");
+    g->hash = 0;
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    assert_error(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_ERR_SHAPE, "unbound_C");
+    assert_null(y);
+    nb_compiled_release(c);
+    g->nodes[1].attrs.i[0] = nb__dim_mul("test", nb_dim("B"), 2);
+    g->hash = 0;
+    c = nb_graph_compile(g, NB_CPU);
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_OK);
+    assert_same_bits(y, nb_exp(xv));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 /* A plan runs eagerly while another graph is being built on the same thread. */
 static void runs_inside_a_trace_are_eager(void **state) {
     (void)state;
@@ -493,6 +523,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(dead_nodes_are_not_scheduled, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(intermediates_are_freed_after_last_use, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(runs_inside_a_trace_are_eager, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
