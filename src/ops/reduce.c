@@ -1,8 +1,9 @@
 /*
- * reduce.c — reductions over axis lists (sum, prod, max, min, argmax,
- * argmin) on the backend, the composites built from them (mean, var, std,
- * logsumexp, norm), the scans (cumsum, cumprod), and sum_to, the adjoint of
- * broadcasting.
+ * reduce.c — the REDUCE (sum, prod, max, min), ARGREDUCE (argmax, argmin),
+ * SCAN (cumsum, cumprod) and SIZE (numel: element counts read from shapes
+ * when an op runs, for symbolic dims) kinds as infer + execute, the
+ * composites built from them (mean, var, std, logsumexp, norm), and sum_to,
+ * the adjoint of broadcasting.
  */
 #include "../backend/backend.h"
 
