@@ -197,7 +197,8 @@ static void shortcuts_and_errors(void **state) {
 
 /* ---- symbolic batch dims ---- */
 
-enum { S_MEAN, S_MEAN_KEEP, S_MEAN_ROWS, S_VAR, S_STD, S_MEAN_ALL, S_CASES };
+enum { S_MEAN, S_MEAN_KEEP, S_MEAN_ROWS, S_VAR, S_STD, S_STD_ROWS, S_NORM, S_LAYER_NORM, S_RMS_NORM, S_MEAN_ALL,
+       S_CASES };
 
 static nb_tensor *apply_sym(int c, nb_tensor *x) {
     switch (c) {
@@ -206,6 +207,10 @@ static nb_tensor *apply_sym(int c, nb_tensor *x) {
     case S_MEAN_ROWS: return nb_mean(x, NB_AXES(1), false);
     case S_VAR: return nb_var(x, NB_AXES(0), 1, false);
     case S_STD: return nb_std(x, NB_AXES(0), 0, false);
+    case S_STD_ROWS: return nb_std(x, NB_AXES(1), 1, false);
+    case S_NORM: return nb_norm(x, 2, NB_AXES(0), false);
+    case S_LAYER_NORM: return nb_layer_norm(x, 1, NULL, NULL, 1e-5);
+    case S_RMS_NORM: return nb_rms_norm(x, 1, NULL, 1e-6);
     default: return nb_mean(x, NULL, 0, false);
     }
 }
@@ -220,15 +225,18 @@ static void symbolic_batch_counts(void **state) {
         nb_tensor *xi = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(B, 3)));
         nb_tensor *y = NBT(apply_sym(c, xi));
         assert_int_equal(nb_dtype_of(y), NB_F32);
-        if (c == S_MEAN || c == S_VAR || c == S_STD) {
+        if (c == S_MEAN || c == S_VAR || c == S_STD || c == S_NORM) {
             assert_int_equal(nb_ndim(y), 1);
             assert_true(nb_shape(y)[0] == 3);
         } else if (c == S_MEAN_KEEP) {
             assert_int_equal(nb_ndim(y), 2);
             assert_true(nb_shape(y)[0] == 1 && nb_shape(y)[1] == 3);
-        } else if (c == S_MEAN_ROWS) {
+        } else if (c == S_MEAN_ROWS || c == S_STD_ROWS) {
             assert_int_equal(nb_ndim(y), 1);
             assert_true(nb_shape(y)[0] == B);
+        } else if (c == S_LAYER_NORM || c == S_RMS_NORM) {
+            assert_int_equal(nb_ndim(y), 2);
+            assert_true(nb_shape(y)[0] == B && nb_shape(y)[1] == 3);
         } else
             assert_int_equal(nb_ndim(y), 0);
         double v;
@@ -237,7 +245,7 @@ static void symbolic_batch_counts(void **state) {
         /* a count over B comes from a numel node; a count over concrete 3 is a C number */
         bool has_numel = false;
         for (int i = 0; i < g->n; i++) has_numel |= g->nodes[i].kind == NB_GNODE_OP && g->nodes[i].op == NB_OP_NUMEL;
-        assert_int_equal(has_numel, c != S_MEAN_ROWS);
+        assert_int_equal(has_numel, c == S_MEAN || c == S_MEAN_KEEP || c == S_VAR || c == S_STD || c == S_MEAN_ALL);
         assert_int_equal(nb_graph_output(g, "y", y), NB_OK);
         assert_int_equal(nb_graph_end(g), NB_OK);
         /* run with B = 5: the numbers eager gives */

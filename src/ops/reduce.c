@@ -243,7 +243,7 @@ nb_tensor *nb_std(nb_tensor *x, const int *axes, int naxes, int64_t correction, 
     NB_OPMATH(x);
     nb_tensor *v = nb_var(x, axes, naxes, correction, keepdim);
     nb_tensor *zero = v ? nb_eq(v, 0.0) : NULL;
-    NB_OPMATH_RETURN(nb_where(zero, nb_zeros_like(v), nb_sqrt(nb_where(zero, nb_ones_like(v), v))));
+    NB_OPMATH_RETURN(nb_masked_fill(nb_sqrt(nb_masked_fill(v, zero, 1.0)), zero, 0.0));
 }
 
 nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes) {
@@ -257,7 +257,7 @@ nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes) {
         return nb__own(nb__full_on(kshape, x->ndim, 0, x->dtype, x->storage->device));
     }
     nb_tensor *m = nb_detach(nb_max(x, axes, naxes, true));
-    return nb_where(nb_eq(nb_abs(m), INFINITY), nb_zeros_like(m), m);
+    return nb_masked_fill(m, nb_eq(nb_abs(m), INFINITY), 0.0);
 }
 
 nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim) {
@@ -283,8 +283,8 @@ nb_tensor *nb_logsumexp(nb_tensor *x, const int *axes, int naxes, bool keepdim) 
 /* s^(1/p) whose gradient is 0 (not 0 · inf = NaN) where s == 0, as torch's norm_backward masks it. */
 static nb_tensor *root_of(nb_tensor *s, double p) {
     nb_tensor *at0 = nb_eq(s, 0.0);
-    nb_tensor *safe = nb_where(at0, nb_ones_like(s), s);
-    return nb_where(at0, nb_zeros_like(s), p == 2 ? nb_sqrt(safe) : nb_pow(safe, 1.0 / p));
+    nb_tensor *safe = nb_masked_fill(s, at0, 1.0);
+    return nb_masked_fill(p == 2 ? nb_sqrt(safe) : nb_pow(safe, 1.0 / p), at0, 0.0);
 }
 
 nb_tensor *nb_norm(nb_tensor *x, double p, const int *axes, int naxes, bool keepdim) {
