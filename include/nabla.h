@@ -394,7 +394,8 @@ nb_tensor *nb_randperm(int64_t n);
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev);
 /** Elementwise conversion to dt (a new reference to t when dt matches).  Differentiable for float→float. */
 nb_tensor *nb_cast(nb_tensor *t, nb_dtype dt);
-/** Contiguous tensor with t's values; a new reference to t when already contiguous. */
+/** Contiguous tensor with t's values; a new reference to t when already contiguous (a symbolic
+ *  t, whose layout exists only when its graph runs, always gets a copy node). */
 nb_tensor *nb_contiguous(nb_tensor *t);
 /** Contiguous copy that never shares storage with t (torch.clone). */
 nb_tensor *nb_clone(nb_tensor *t);

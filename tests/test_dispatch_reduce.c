@@ -195,6 +195,29 @@ static void shortcuts_and_errors(void **state) {
     assert_true(nb_requires_grad(NBT(nb_cast(x, NB_F64))));
 }
 
+/* A rank-0 input reduces over no axis (axis 0 / -1 accepted): normalized to an empty list. */
+static void rank0_reductions(void **state) {
+    (void)state;
+    nb_tensor *x = NBT(nb_scalar(2.5, NB_F32));
+    for (int c = 0; c < 3; c++) {
+        nb_graph *g = nb_graph_begin("rank0");
+        nb_tensor *xi = NBT(nb_graph_input(g, "x", NB_F32, NULL, 0));
+        nb_tensor *y = NBT(c == 0 ? nb_sum(xi, NB_AXES(-1), false) : c == 1 ? nb_argmax(xi, 0, true) : nb_prod(xi, NULL, 0, false));
+        const nb_gnode *nd = &g->nodes[g->n - 1];
+        assert_int_equal(nd->attrs.naxes, 0);
+        assert_int_equal(nb_ndim(y), 0);
+        assert_int_equal(nb_graph_output(g, "y", y), NB_OK);
+        assert_int_equal(nb_graph_end(g), NB_OK);
+        nb_tensor *got = run_graph(g, x);
+        assert_same_bits(got, NBT(c == 0 ? nb_sum(x, NB_AXES(-1), false) : c == 1 ? nb_argmax(x, 0, true) : nb_prod(x, NULL, 0, false)));
+        nb_release(got);
+        nb_graph_release(g);
+    }
+    assert_null(nb_sum(x, NB_AXES(1), false));
+    assert_int_equal(nb_last_status(), NB_ERR_AXIS);
+    nb_clear_error();
+}
+
 /* ---- symbolic batch dims ---- */
 
 enum { S_MEAN, S_MEAN_KEEP, S_MEAN_ROWS, S_VAR, S_STD, S_STD_ROWS, S_NORM, S_LAYER_NORM, S_RMS_NORM, S_MEAN_ALL,
@@ -359,6 +382,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(traced_ops_match_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(shortcuts_and_errors, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(rank0_reductions, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(symbolic_batch_counts, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(eager_draws_follow_the_seed, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(traced_draws_are_fresh, nbt_setup, nbt_teardown),
