@@ -369,13 +369,19 @@ nb_tensor *nb_from_blob(void *data, const int64_t *shape, const int64_t *strides
  * Seed this thread's random generator (Philox4x32-10, Salmon et al. 2011,
  * counter based).  Each random call consumes a block of counters, so the
  * values depend only on the seed and the call sequence, never on threads.
+ * rand, randn and bernoulli (and so dropout) traced into a graph draw when
+ * the graph runs, fresh at every run, from the running thread's generator
+ * (advancing it as the same calls made eagerly would: after the same seed,
+ * a run gives the eager values).
  */
 void nb_manual_seed(uint64_t seed);
-/** Uniform [0, 1) values (float dtypes). */
+/** Uniform [0, 1) values (float dtypes; NB_ERR_DTYPE otherwise). */
 nb_tensor *nb_rand(const int64_t *shape, int ndim, nb_dtype dt);
-/** Standard normal values via Box–Muller (float dtypes). */
+/** Standard normal values via Box–Muller (float dtypes; NB_ERR_DTYPE otherwise). */
 nb_tensor *nb_randn(const int64_t *shape, int ndim, nb_dtype dt);
-/** 1 with probability p (elementwise from p's values in [0,1]), else 0; dtype of p. Not differentiable. */
+/** 1 with probability p (elementwise from p's values in [0,1]), else 0; dtype of p. Not differentiable.
+ *  Errors: NB_ERR_DTYPE for non-float p, NB_ERR_DEVICE off host memory, NB_ERR_ARG for a value
+ *  outside [0, 1] (of a symbolic p: when its graph runs). */
 nb_tensor *nb_bernoulli(nb_tensor *p);
 /** Random permutation of 0..n-1 (i64), Fisher–Yates on this thread's generator. */
 nb_tensor *nb_randperm(int64_t n);
@@ -388,7 +394,8 @@ nb_tensor *nb_randperm(int64_t n);
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev);
 /** Elementwise conversion to dt (a new reference to t when dt matches).  Differentiable for float→float. */
 nb_tensor *nb_cast(nb_tensor *t, nb_dtype dt);
-/** Contiguous tensor with t's values; a new reference to t when already contiguous. */
+/** Contiguous tensor with t's values; a new reference to t when already contiguous (a symbolic
+ *  t, whose layout exists only when its graph runs, always gets a copy node). */
 nb_tensor *nb_contiguous(nb_tensor *t);
 /** Contiguous copy that never shares storage with t (torch.clone). */
 nb_tensor *nb_clone(nb_tensor *t);

@@ -709,6 +709,10 @@ static const struct {
     {"view_grad", "internal adjoint of a view (no torch op); reached by every view's golden gradient"},
     {"to_device", "moves between nabla's CPU and reference devices, which torch lacks; every case runs on both"},
     {"dropout", "its mask comes from nabla's generator, not torch's; test_nn_ops checks its statistics"},
+    {"numel", "internal element count of symbolic dims (no torch op); test_dispatch_reduce checks it"},
+    {"rand", "draws come from nabla's generator, not torch's; test_tensor checks them"},
+    {"randn", "draws come from nabla's generator, not torch's; test_tensor checks them"},
+    {"bernoulli", "draws come from nabla's generator, not torch's; test_nn_ops checks dropout's statistics"},
 };
 enum { NNO_GOLDEN = sizeof NO_GOLDEN / sizeof NO_GOLDEN[0] };
 

@@ -53,6 +53,7 @@ static bool inplace_ok(const char *op, nb_tensor *t) {
 }
 
 static bool element_offset(const char *op, const nb_tensor *t, const int64_t *index, int64_t *off) {
+    if (!nb__check_concrete(op, t)) return false;
     if (t->ndim && !index) {
         nb__error_set(NB_ERR_NULL, "%s: index is NULL", op);
         return false;

@@ -1,4 +1,4 @@
-/* copy.c — copies that change dtype, layout or device: cast, contiguous, clone, to_device. */
+/* copy.c — copies that change dtype, layout or device (the COPY kind): cast, contiguous, clone, to_device. */
 #include "../backend/backend.h"
 
 const nb_backend *nb__backend_common(const char *op, nb_tensor *const *ts, int n) {
@@ -33,48 +33,67 @@ nb_tensor *nb__to_dtype(nb_tensor *t, nb_dtype dt) {
     return copy_to(t, dt, t->storage->device);
 }
 
-static nb_tensor *recorded(nb_tensor *out, nb_op op, nb_tensor *in) {
-    if (out && nb__should_record(&in, 1)) return nb__record(out, op, &in, 1, NULL);
-    return out;
+/* COPY: cast (attrs.sub the target dtype), contiguous, to_device (attrs.sub, attrs.i[0]: the
+ * target device's type and index).  Execute always copies: the no-copy shortcuts (same dtype,
+ * already contiguous, same device) are taken by the front-ends below, before dispatch. */
+static int infer_copy(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_meta *m) {
+    (void)n;
+    nb_tensor *t = in[0];
+    nb__meta_of(m, t);
+    m->weak = false;
+    if (op == NB_OP_CAST) {
+        if (a->sub < 0 || a->sub >= NB_DTYPE_COUNT) {
+            nb__error(NB_ERR_DTYPE, "cast: invalid dtype %d", a->sub);
+            return -1;
+        }
+        m->dtype = (nb_dtype)a->sub;
+    } else if (op == NB_OP_TO_DEVICE) {
+        nb_device dev = {(nb_device_type)a->sub, (int)a->i[0]};
+        if (dev.type < 0 || dev.type >= NB_DEVICE_TYPE_COUNT) {
+            nb__error(NB_ERR_DEVICE, "to_device: unknown device type %d", (int)dev.type);
+            return -1;
+        }
+        if (!nb__is_host(dev) || !nb__is_host(t->storage->device)) {
+            nb__error(NB_ERR_UNSUPPORTED, "to_device: moves to or from device type %d are not built in",
+                      (int)(nb__is_host(dev) ? t->storage->device.type : dev.type));
+            return -1;
+        }
+    }
+    return 1;
 }
+
+static nb_status exec_copy(nb_op op, nb_tensor *const *in, int n, const nb_attrs *a, const nb_meta *m, int nout,
+                           nb_tensor **out) {
+    (void)n;
+    (void)nout;
+    nb_device dev = op == NB_OP_TO_DEVICE ? (nb_device){(nb_device_type)a->sub, (int)a->i[0]} : in[0]->storage->device;
+    out[0] = copy_to(in[0], m->dtype, dev);
+    return out[0] ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_copy = {infer_copy, exec_copy};
 
 nb_tensor *nb_cast(nb_tensor *t, nb_dtype dt) {
     NB_CHECK_ARG("cast", t);
-    if (dt < 0 || dt >= NB_DTYPE_COUNT) {
-        nb__error(NB_ERR_DTYPE, "cast: invalid dtype %d", (int)dt);
-        return NULL;
-    }
     if (t->dtype == dt) return nb__own(nb_retain(t));
-    nb_tensor *out = copy_to(t, dt, t->storage->device);
-    if (out && nb_dtype_is_float(dt) && nb_dtype_is_float(t->dtype)) out = recorded(out, NB_OP_CAST, t);
-    return nb__own(out);
+    nb_attrs a = {.sub = (int)dt};
+    return nb__own(nb__apply(NB_OP_CAST, &t, 1, &a));
 }
 
 nb_tensor *nb_contiguous(nb_tensor *t) {
     NB_CHECK_ARG("contiguous", t);
-    if (nb_is_contiguous(t)) return nb__own(nb_retain(t));
-    return nb__own(recorded(copy_to(t, t->dtype, t->storage->device), NB_OP_CONTIGUOUS, t));
+    if (!nb__is_symbolic(t) && nb_is_contiguous(t)) return nb__own(nb_retain(t));
+    return nb__own(nb__apply(NB_OP_CONTIGUOUS, &t, 1, NULL));
 }
 
 nb_tensor *nb_clone(nb_tensor *t) {
     NB_CHECK_ARG("clone", t);
-    return nb__own(recorded(copy_to(t, t->dtype, t->storage->device), NB_OP_CONTIGUOUS, t));
+    return nb__own(nb__apply(NB_OP_CONTIGUOUS, &t, 1, NULL));
 }
 
 nb_tensor *nb_to_device(nb_tensor *t, nb_device dev) {
     NB_CHECK_ARG("to_device", t);
-    if (dev.type < 0 || dev.type >= NB_DEVICE_TYPE_COUNT) {
-        nb__error(NB_ERR_DEVICE, "to_device: unknown device type %d", (int)dev.type);
-        return NULL;
-    }
     if (nb__same_device(t->storage->device, dev)) return nb__own(nb_retain(t));
-    if (!nb__is_host(dev) || !nb__is_host(t->storage->device)) {
-        nb__error(NB_ERR_UNSUPPORTED, "to_device: moves to or from device type %d are not built in",
-                  (int)(nb__is_host(dev) ? t->storage->device.type : dev.type));
-        return NULL;
-    }
-    nb_tensor *out = copy_to(t, t->dtype, dev);
-    nb_attrs a = {.sub = t->storage->device.type, .ni = 1, .i = {t->storage->device.index}};
-    if (out && nb__should_record(&t, 1)) out = nb__record(out, NB_OP_TO_DEVICE, &t, 1, &a);
-    return nb__own(out);
+    nb_attrs a = {.sub = (int)dev.type, .ni = 1, .i = {dev.index}};
+    return nb__own(nb__apply(NB_OP_TO_DEVICE, &t, 1, &a));
 }

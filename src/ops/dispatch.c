@@ -40,7 +40,8 @@ nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs 
                           int nout, nb_tensor **out) {
     nb_status st = nb__kinds[nb__ops[op].kind]->execute(op, in, n, attrs, meta, nout, out);
     if (st != NB_OK) return st;
-    if (nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(in, n)) {
+    /* only float results carry gradients (a cast to an integer dtype is not recorded) */
+    if (nb__ops[op].grad != NB_GRAD_NONE && nb_dtype_is_float(meta[0].dtype) && nb__should_record(in, n)) {
         out[0] = nb__record(out[0], op, in, n, attrs);
         if (!out[0]) {
             for (int i = 1; i < nout; i++) nb_release(out[i]);

@@ -31,17 +31,30 @@ static nb_tensor *reduce_all(nb_tensor *l, nb_reduction r) {
 /* Class axis of logits: 1 for [N, C, d1, …], 0 for [C]. */
 static int class_axis(const nb_tensor *x) { return x->ndim == 1 ? 0 : 1; }
 
-/* Class-index targets decoded for one batch. */
+/* Class-index targets decoded for one batch, with ops (so they may be symbolic). */
 typedef struct class_targets {
     nb_tensor *index; /* i64, target's shape with a size-1 class axis; ignored entries point at class 0 */
-    nb_tensor *keep;  /* bool, target's shape: false where ignored; NULL when nothing is ignored */
-    int64_t count;    /* number of targets not ignored */
+    nb_tensor *keep;  /* bool, target's shape: false where ignored */
 } class_targets;
+
+/* NB_ERR_INDEX naming op unless every target t (contiguous i64) is in [0, C) or ignored. */
+static bool targets_in_range(const char *op, nb_tensor *t, int64_t C, int64_t ignore) {
+    const int64_t *tv = (const int64_t *)nb__ptr(t);
+    for (int64_t i = 0, n = nb__numel(t); i < n; i++)
+        if (tv[i] != ignore && (tv[i] < 0 || tv[i] >= C)) {
+            nb__error(NB_ERR_INDEX, "%s: target %lld at position %lld out of range [0, %lld) (ignore_index %lld)", op,
+                      (long long)tv[i], (long long)i, (long long)C, (long long)ignore);
+            return false;
+        }
+    return true;
+}
 
 /*
  * Validate integer class targets against logits x (shape: x's without the
- * class axis; values in [0, C) or ignore_index) and decode them.  Runs inside
- * the caller's composite scope; the tensors it makes belong to that scope.
+ * class axis; values in [0, C) or ignore_index: checked here for a concrete
+ * target, by the gather when the graph runs for a symbolic one) and decode
+ * them.  Runs inside the caller's composite scope; the tensors it makes
+ * belong to that scope.
  */
 static bool decode_targets(const char *op, nb_tensor *x, nb_tensor *target, int64_t ignore, class_targets *ct) {
     if (x->ndim == 0) {
@@ -49,11 +62,9 @@ static bool decode_targets(const char *op, nb_tensor *x, nb_tensor *target, int6
         return false;
     }
     int ca = class_axis(x);
-    int64_t want[NB_MAX_DIMS], ishape[NB_MAX_DIMS], C = x->shape[ca];
-    for (int d = 0, k = 0; d < x->ndim; d++) {
-        ishape[d] = d == ca ? 1 : x->shape[d];
+    int64_t want[NB_MAX_DIMS];
+    for (int d = 0, k = 0; d < x->ndim; d++)
         if (d != ca) want[k++] = x->shape[d];
-    }
     if (target->ndim != x->ndim - 1 || memcmp(target->shape, want, sizeof(int64_t) * (size_t)target->ndim)) {
         nb__error(NB_ERR_SHAPE, "%s: target %s does not match input %s (expected target %s)", op,
                   NB_SHAPE_STR(target), NB_SHAPE_STR(x), NB_DIMS_STR(want, x->ndim - 1));
@@ -68,27 +79,15 @@ static bool decode_targets(const char *op, nb_tensor *x, nb_tensor *target, int6
         nb__error(NB_ERR_DEVICE, "%s: class-index targets are decoded in host memory", op);
         return false;
     }
-    nb_tensor *t = nb_contiguous(nb_cast(target, NB_I64));
-    nb_tensor *ix = nb__own(nb__tensor_new(ishape, x->ndim, NB_I64, x->storage->device));
-    nb_tensor *keep = nb__own(nb__tensor_new(target->shape, target->ndim, NB_BOOL, x->storage->device));
-    if (!t || !ix || !keep) return false;
-    const int64_t *tv = (const int64_t *)nb__ptr(t);
-    int64_t *iv = (int64_t *)nb__ptr(ix), n = nb__numel(t);
-    bool *kv = (bool *)nb__ptr(keep);
-    ct->count = 0;
-    for (int64_t i = 0; i < n; i++) {
-        kv[i] = tv[i] != ignore;
-        if (kv[i] && (tv[i] < 0 || tv[i] >= C)) {
-            nb__error(NB_ERR_INDEX, "%s: target %lld at position %lld out of range [0, %lld) (ignore_index %lld)", op,
-                      (long long)tv[i], (long long)i, (long long)C, (long long)ignore);
-            return false;
-        }
-        iv[i] = kv[i] ? tv[i] : 0;
-        ct->count += kv[i];
+    nb_tensor *t = nb_to_device(nb_cast(target, NB_I64), x->storage->device);
+    if (!t) return false;
+    if (!nb__is_symbolic(t)) {
+        nb_tensor *tc = nb_contiguous(t);
+        if (!tc || !targets_in_range(op, tc, x->shape[ca], ignore)) return false;
     }
-    ct->index = ix;
-    ct->keep = ct->count < n ? keep : NULL;
-    return true;
+    ct->keep = nb_ne(t, ignore);
+    ct->index = nb_unsqueeze(nb_mul(t, ct->keep), ca); /* ignored entries: class 0 */
+    return ct->keep && ct->index;
 }
 
 /* logp at the target classes, target-shaped (ignored entries not yet zeroed). */
@@ -102,14 +101,28 @@ static nb_tensor *picked(nb_tensor *logp, const class_targets *ct) {
  * The loss is -l: zero the ignored entries, reduce, and negate last (on the
  * reduced value when there is one; first without a reduction, so that the
  * ignored entries are +0).  Mean divides by the number of targets
- * kept (NaN when none).
+ * kept (NaN when none), counted with ops: -1 / count rounded once to the
+ * loss's dtype, as a C number -1.0 / count would be.
  */
 static nb_tensor *reduce_targets(nb_tensor *l, const class_targets *ct, nb_reduction r) {
+    if (!l) return NULL;
     if (r == NB_REDUCE_NONE) l = nb_neg(l); /* before zeroing: ignored entries are +0, as torch */
-    if (ct->keep) l = nb_where(ct->keep, l, nb_zeros_like(l));
+    l = nb_where(ct->keep, l, nb__own(nb__full_on(NULL, 0, 0, l->dtype, l->storage->device)));
     if (r == NB_REDUCE_NONE) return l;
     nb_tensor *s = nb_sum(l, NULL, 0, false);
-    return nb_mul(s, r == NB_REDUCE_SUM ? -1.0 : -1.0 / (double)ct->count);
+    if (r == NB_REDUCE_SUM) return nb_mul(s, -1.0);
+    nb_tensor *count = nb_cast(nb_sum(ct->keep, NULL, 0, false), NB_F64);
+    return nb_mul(s, nb_cast(nb_neg(nb_reciprocal(count)), s ? s->dtype : NB_F32));
+}
+
+/* v / C for the class count C of logits as a weak scalar (scoped): the C number when C is
+ * concrete, else divided by the count when the graph runs. */
+static nb_tensor *per_class(nb_tensor *logits, double v) {
+    int ca = class_axis(logits);
+    int64_t C = logits->shape[ca];
+    nb_device dev = logits->storage->device;
+    if (!nb__dim_sym(C)) return nb__own(nb__weak_scalar(v / (double)C, dev));
+    return nb_div(nb__own(nb__weak_scalar(v, dev)), nb__numel_of(logits, &ca, 1));
 }
 
 nb_tensor *nb_nll_loss(nb_tensor *logp, nb_tensor *target, nb_reduction reduction, int64_t ignore_index) {
@@ -135,27 +148,31 @@ static nb_tensor *ce_indices(nb_tensor *logits, nb_tensor *target, nb_cross_entr
     nb_tensor *logp = nb_log_softmax(logits, ca);
     nb_tensor *l = picked(logp, &ct);
     if (o.label_smoothing > 0) {
-        double C = (double)logits->shape[ca], ls = o.label_smoothing;
-        l = nb_add(nb_mul(l, 1 - ls), nb_mul(nb_sum(logp, &ca, 1, false), ls / C));
+        double ls = o.label_smoothing;
+        l = nb_add(nb_mul(l, 1 - ls), nb_mul(nb_sum(logp, &ca, 1, false), per_class(logits, ls)));
     }
     return reduce_targets(l, &ct, o.reduction);
 }
 
 /*
  * Class-probability cross entropy (ATen cross_entropy_loss_prob_target):
- * -Σ_c logp[c]·t'[c] with t' = t(1-ls) + ls/C; mean divides by numel/C.
+ * -Σ_c logp[c]·t'[c] with t' = t(1-ls) + ls/C; mean divides by numel/C (the
+ * count of the other axes; 0 when C is).
  */
 static nb_tensor *ce_probs(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_opts o) {
     if (!require_float("cross_entropy", "probability target", target)) return NULL;
     int ca = class_axis(logits);
-    int64_t C = logits->shape[ca];
     nb_tensor *t = target;
-    if (o.label_smoothing > 0) t = nb_add(nb_mul(target, 1 - o.label_smoothing), o.label_smoothing / (double)C);
+    if (o.label_smoothing > 0) t = nb_add(nb_mul(target, 1 - o.label_smoothing), per_class(logits, o.label_smoothing));
     nb_tensor *l = nb_neg(nb_sum(nb_mul(nb_log_softmax(logits, ca), t), &ca, 1, false));
     if (o.reduction == NB_REDUCE_NONE) return l;
     nb_tensor *s = nb_sum(l, NULL, 0, false);
     if (o.reduction == NB_REDUCE_SUM) return s;
-    return nb_div(s, C > 0 ? (double)(nb__numel(logits) / C) : 0.0);
+    int others[NB_MAX_DIMS], k = 0;
+    for (int d = 0; d < logits->ndim; d++)
+        if (d != ca) others[k++] = d;
+    int64_t n = logits->shape[ca] == 0 ? 0 : nb__reduced_count("cross_entropy", logits, others, k);
+    return n >= 0 ? nb_div(s, (double)n) : nb_div(s, nb__numel_of(logits, others, k));
 }
 
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_opts opts) {

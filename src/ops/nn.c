@@ -87,10 +87,12 @@ nb_tensor *nb_dropout(nb_tensor *x, double p, bool training) {
         nb__error(NB_ERR_ARG, "dropout: probability p = %g outside [0, 1]", p);
         return NULL;
     }
-    if (!training || p == 0 || nb__numel(x) == 0) return nb__own(nb_retain(x));
+    if (!training || p == 0 || nb__reduced_count("dropout", x, NULL, 0) == 0) return nb__own(nb_retain(x));
     if (!require_float("dropout", x)) return NULL;
     NB_COMPOSITE_BEGIN();
-    /* as ATen's _dropout_impl: p == 1 multiplies by zero, else by bernoulli(1-p)/(1-p) */
-    nb_tensor *y = p == 1 ? nb_mul(x, 0.0) : nb_mul(x, nb_div(nb_bernoulli(nb_full_like(x, 1 - p)), 1 - p));
+    /* as ATen's _dropout_impl: p == 1 multiplies by zero, else by bernoulli(1-p)/(1-p)
+     * (the probability 1-p in x's dtype, broadcast to x's shape) */
+    nb_tensor *keep = nb__own(nb__full_on(NULL, 0, 1 - p, x->dtype, x->storage->device));
+    nb_tensor *y = p == 1 ? nb_mul(x, 0.0) : nb_mul(x, nb_div(nb_bernoulli(nb_broadcast_to(keep, x->shape, x->ndim)), 1 - p));
     NB_COMPOSITE_RETURN(y);
 }

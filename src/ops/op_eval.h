@@ -34,6 +34,8 @@ static inline double nb__eval_unary(nb_op op, double x, double p0, double p1) {
 #define NB_EV_CAT NB_EV_NONE
 #define NB_EV_COMPOSITE NB_EV_NONE
 #define NB_EV_WINDOW NB_EV_NONE
+#define NB_EV_SIZE NB_EV_NONE
+#define NB_EV_RANDOM NB_EV_NONE
 #include "ops.def"
 #undef NB_EV_UNARY
 #undef NB_EV_BINARY

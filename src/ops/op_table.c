@@ -21,7 +21,7 @@ const char *nb_op_name(int i) { return (i >= 0 && i < NB_OP_COUNT) ? nb__ops[i].
  * TRANSITION: kinds not yet split are weak placeholders (no dispatch). */
 #define NB_KIND_DECL(k) extern const nb_kind_impl nb__kind_##k;
 #define NB_KIND_WEAK(k) __attribute__((weak)) const nb_kind_impl nb__kind_##k = {0};
-NB_KIND_DECL(unary) NB_KIND_DECL(binary) NB_KIND_DECL(where)
+NB_KIND_DECL(unary) NB_KIND_DECL(binary) NB_KIND_DECL(where) NB_KIND_DECL(size) NB_KIND_DECL(random)
 NB_KIND_WEAK(reduce) NB_KIND_WEAK(argreduce) NB_KIND_WEAK(scan) NB_KIND_WEAK(matmul) NB_KIND_WEAK(gather)
 NB_KIND_WEAK(scatter_add) NB_KIND_WEAK(copy) NB_KIND_WEAK(view) NB_KIND_WEAK(view_grad) NB_KIND_WEAK(pad)
 NB_KIND_WEAK(cat) NB_KIND_WEAK(window)
@@ -35,4 +35,5 @@ const nb_kind_impl *const nb__kinds[NB_KIND_COUNT] = {
     [NB_KIND_VIEW] = &nb__kind_view,           [NB_KIND_VIEW_GRAD] = &nb__kind_view_grad,
     [NB_KIND_PAD] = &nb__kind_pad,             [NB_KIND_CAT] = &nb__kind_cat,
     [NB_KIND_COMPOSITE] = NULL,                [NB_KIND_WINDOW] = &nb__kind_window,
+    [NB_KIND_SIZE] = &nb__kind_size,           [NB_KIND_RANDOM] = &nb__kind_random,
 };

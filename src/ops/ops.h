@@ -20,6 +20,7 @@ typedef enum nb_op_kind {
     NB_KIND_UNARY, NB_KIND_BINARY, NB_KIND_WHERE, NB_KIND_REDUCE, NB_KIND_ARGREDUCE,
     NB_KIND_SCAN, NB_KIND_MATMUL, NB_KIND_GATHER, NB_KIND_SCATTER_ADD, NB_KIND_COPY,
     NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE, NB_KIND_WINDOW,
+    NB_KIND_SIZE, NB_KIND_RANDOM,
     NB_KIND_COUNT
 } nb_op_kind;
 
@@ -168,6 +169,14 @@ nb_tensor *nb__apply_view(nb_op op, nb_tensor *base, const nb_attrs *attrs);
 nb_tensor *nb__reduce(nb_op op, nb_tensor *x, const int *axes, int naxes, bool keepdim);
 /** Normalize an axis list into a mask; returns the count or -1 (error set). axes NULL = all. */
 int nb__axes_mask(const char *op, const int *axes, int naxes, int ndim, bool *mask);
+/** nb__reduced_count's result when a counted size is symbolic (and none is 0). */
+#define NB_COUNT_SYMBOLIC (-2)
+/** Number of elements of x a reduction over (axes, naxes) (NULL: all) combines; NB_COUNT_SYMBOLIC
+ *  when it depends on a symbolic dim (count it with nb__numel_of), -1 on bad axes (error naming op). */
+int64_t nb__reduced_count(const char *op, nb_tensor *x, const int *axes, int naxes);
+/** The NUMEL op: a scoped rank-0 weak f64 tensor holding the number of elements of x over axes
+ *  (NULL: all), taken from x's shape when it is computed (so symbolic dims count at run time). */
+nb_tensor *nb__numel_of(nb_tensor *x, const int *axes, int naxes);
 
 
 /* ---- composite ops: build the result from public ops inside a private

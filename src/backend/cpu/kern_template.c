@@ -207,6 +207,8 @@ static inline float nb_sigmoidf(float x) {
 #define GEN_K_CAT GEN_NONE
 #define GEN_K_COMPOSITE GEN_NONE
 #define GEN_K_WINDOW GEN_NONE
+#define GEN_K_SIZE GEN_NONE
+#define GEN_K_RANDOM GEN_NONE
 #define NB_OP(E, name, kind, grad, dt, expr) GEN_K_##kind(E, name, dt, expr)
 #include "../../ops/ops.def"
 #undef NB_OP
@@ -319,6 +321,8 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_U_CAT(E, dt)
 #define NB_TAB_U_COMPOSITE(E, dt)
 #define NB_TAB_U_WINDOW(E, dt)
+#define NB_TAB_U_SIZE(E, dt)
+#define NB_TAB_U_RANDOM(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
@@ -339,6 +343,8 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_B_CAT(E, dt)
 #define NB_TAB_B_COMPOSITE(E, dt)
 #define NB_TAB_B_WINDOW(E, dt)
+#define NB_TAB_B_SIZE(E, dt)
+#define NB_TAB_B_RANDOM(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
