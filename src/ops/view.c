@@ -562,10 +562,9 @@ static bool sym_slice(int64_t n, int64_t start, int64_t stop, int64_t step, int6
     if (lo.from_end == hi.from_end) { /* concrete distance */
         int64_t d = hi.off - lo.off;
         *olen = d > 0 ? (d - 1) / astep + 1 : 0;
-    } else { /* n + hi.off - lo.off, divided by the step exactly */
+    } else { /* n + hi.off - lo.off, a multiple of the step */
         int64_t d = nb__dim_add(op, n, hi.off);
         if (d != -1) d = nb__dim_sub(op, d, lo.off);
-        if (d != -1 && astep > 1) d = nb__dim_add(op, d, astep - 1);
         if (d != -1 && astep > 1) d = nb__dim_div(op, d, astep);
         if (d == -1) return false;
         *olen = d;
