@@ -406,7 +406,8 @@ nb_tensor *nb_clone(nb_tensor *t);
  * NB_ERR_SHAPE when it is not provably exact.
  */
 nb_tensor *nb_reshape(nb_tensor *t, const int64_t *shape, int ndim);
-/** Like nb_reshape but never copies: NB_ERR_SHAPE when no view exists (torch.Tensor.view). */
+/** Like nb_reshape but never copies: NB_ERR_SHAPE when no view exists (torch.Tensor.view).
+ *  On a symbolic tensor (no layout yet) it is nb_reshape. */
 nb_tensor *nb_view(nb_tensor *t, const int64_t *shape, int ndim);
 /** Merge axes start..end (inclusive, negatives allowed) into one (torch.flatten). */
 nb_tensor *nb_flatten(nb_tensor *t, int start, int end);
@@ -472,7 +473,8 @@ typedef struct nb_slice_spec {
 /** t indexed by specs[0..n) (see above): a view of t (t itself, a new reference, for
  *  all-NB_ALL specs).  Differentiable through the view ops it lowers to. */
 nb_tensor *nb_index(nb_tensor *t, const nb_slice_spec *specs, int n);
-/** Remove `axis`, which must have size 1 (PyTorch returns t unchanged for size != 1; nabla reports NB_ERR_SHAPE). */
+/** Remove `axis`, which must have size 1 (PyTorch returns t unchanged for size != 1; nabla reports NB_ERR_SHAPE).
+ *  A symbolic size is not known to be 1: NB_ERR_SHAPE (nb_squeeze_all keeps it). */
 nb_tensor *nb_squeeze(nb_tensor *t, int axis);
 /** Remove every size-1 axis. */
 nb_tensor *nb_squeeze_all(nb_tensor *t);
@@ -481,6 +483,8 @@ nb_tensor *nb_unsqueeze(nb_tensor *t, int axis);
 /**
  * Broadcast view with stride 0 on expanded axes (torch.expand): leading new
  * axes may be added; -1 keeps a size.  Errors: NB_ERR_SHAPE naming both shapes.
+ * Targets may hold symbolic dims (a size-1 axis expands to B); a symbolic
+ * size only "expands" to itself.
  */
 nb_tensor *nb_expand(nb_tensor *t, const int64_t *shape, int ndim);
 /** NumPy broadcast_to (like nb_expand without -1). */
@@ -862,6 +866,7 @@ typedef enum nb_pad_mode { NB_PAD_CONSTANT = 0, NB_PAD_REFLECT, NB_PAD_MODE_COUN
  * Pad the last npad/2 axes (torch.nn.functional.pad order: pads[0], pads[1]
  * are left/right of the LAST axis, then the one before…).  Negative pads
  * crop in constant mode.  Reflect requires pad < size on each side.
+ * Constant mode pads symbolic sizes too (B with (1, 2): B+3).
  */
 nb_tensor *nb_pad(nb_tensor *x, const int64_t *pads, int npad, nb_pad_mode mode, double value);
 

@@ -29,8 +29,15 @@ static bool sym_error(const char *op, const char *what, int64_t d) {
 
 /* ---- infer: the view's metadata from its input's (x), attrs normalized ---- */
 
+/* The input of a view as infer sees it (a tensor's fields, or a VIEW_GRAD's base; no copy). */
+typedef struct view_in {
+    const int64_t *shape;
+    int ndim;
+    nb_dtype dtype;
+} view_in;
+
 /* Resolve -1 and check the element count (symbolic dims through dim.c). */
-static bool reshape_meta(const char *op, const nb_meta *x, nb_attrs *a, nb_meta *m) {
+static bool reshape_meta(const char *op, const view_in *x, nb_attrs *a, nb_meta *m) {
     const int64_t *shape = a->shape;
     int ndim = a->shape_ndim, infer = -1;
     int64_t known = 1;
@@ -70,7 +77,7 @@ mismatch:
     return false;
 }
 
-static bool permute_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
+static bool permute_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     if (a->naxes != x->ndim) {
         nb__error(NB_ERR_AXIS, "permute: %d axes given for a tensor of rank %d", a->naxes, x->ndim);
         return false;
@@ -92,7 +99,7 @@ static bool permute_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
 }
 
 /* sub = 1: broadcast_to (no -1; errors under that name).  Normalized to a plain expand. */
-static bool expand_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
+static bool expand_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     const char *op = a->sub ? "broadcast_to" : "expand";
     int ndim = a->shape_ndim, lead = ndim - x->ndim;
     if (lead < 0) {
@@ -119,7 +126,7 @@ static bool expand_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
 
 /* A normalized slice {axis, start, step, len}: on a concrete axis every element it reaches
  * must lie inside (this is also the run-time check of a slice traced on a symbolic axis). */
-static bool slice_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
+static bool slice_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     int ax = nb__axis("slice", (int)a->i[0], x->ndim);
     if (ax < 0) return false;
     int64_t n = x->shape[ax], start = a->i[1], step = a->i[2], len = a->i[3], last;
@@ -147,7 +154,7 @@ static bool slice_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
     return true;
 }
 
-static bool select_meta(const nb_meta *x, nb_attrs *a, nb_meta *m) {
+static bool select_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     int ax = nb__axis("select", (int)a->i[0], x->ndim);
     if (ax < 0) return false;
     int64_t n = x->shape[ax], index = a->i[1];
@@ -182,7 +189,7 @@ static int64_t diag_len(const int64_t *shape, int64_t offset, int x, int y) {
     return len < 0 ? 0 : len;
 }
 
-static bool diagonal_meta(const nb_meta *t, nb_attrs *a, nb_meta *m) {
+static bool diagonal_meta(const view_in *t, nb_attrs *a, nb_meta *m) {
     int x = nb__axis("diagonal", (int)a->i[1], t->ndim), y = nb__axis("diagonal", (int)a->i[2], t->ndim);
     if (x < 0 || y < 0) return false;
     if (x == y) {
@@ -201,7 +208,7 @@ static bool diagonal_meta(const nb_meta *t, nb_attrs *a, nb_meta *m) {
 }
 
 /* The metadata of view op (not AS_STRIDED) of a value with metadata x. */
-static bool view_meta(nb_op op, const nb_meta *x, nb_attrs *a, nb_meta *m) {
+static bool view_meta(nb_op op, const view_in *x, nb_attrs *a, nb_meta *m) {
     m->dtype = x->dtype;
     m->weak = false;
     switch (op) {
@@ -259,8 +266,7 @@ static int infer_as_strided(nb_tensor *t, nb_attrs *a, nb_meta *m) {
 static int infer_view(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_meta *m) {
     (void)n;
     if (op == NB_OP_AS_STRIDED) return infer_as_strided(in[0], a, m);
-    nb_meta x;
-    nb__meta_of(&x, in[0]);
+    view_in x = {in[0]->shape, in[0]->ndim, in[0]->dtype};
     return view_meta(op, &x, a, m) ? 1 : -1;
 }
 
@@ -688,8 +694,8 @@ static int infer_view_grad(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, n
         nb__error(NB_ERR_ARG, "view_grad: base rank %d outside [0, %d]", a->shape_ndim, NB_MAX_DIMS);
         return -1;
     }
-    nb_meta base = {.dtype = g->dtype, .ndim = a->shape_ndim}, v;
-    memcpy(base.shape, a->shape, sizeof(int64_t) * (size_t)a->shape_ndim);
+    view_in base = {a->shape, a->shape_ndim, g->dtype};
+    nb_meta v;
     nb_attrs va = {.ni = a->ni};
     memcpy(va.i, a->i, sizeof va.i);
     if (!view_meta((nb_op)a->sub, &base, &va, &v)) return -1;
@@ -700,7 +706,10 @@ static int infer_view_grad(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, n
         return -1;
     }
     memcpy(a->i, va.i, sizeof va.i);
-    *m = base;
+    m->dtype = g->dtype;
+    m->weak = false;
+    m->ndim = base.ndim;
+    memcpy(m->shape, base.shape, sizeof(int64_t) * (size_t)base.ndim);
     return 1;
 }
 
