@@ -408,9 +408,13 @@ nb_tensor *nb_clone(nb_tensor *t);
  * Tensor of the new shape with t's elements in row-major order.  One entry of
  * shape may be -1 (inferred).  A view when the strides allow it, else a copy
  * (torch.reshape).  Errors: NB_ERR_SHAPE when the element counts differ.
+ * Symbolic dims: sizes may be dims from nb_shape; -1 is the exact quotient of
+ * the element counts ([B, 784] into (-1, 28, 28) gives [B, 28, 28]),
+ * NB_ERR_SHAPE when it is not provably exact.
  */
 nb_tensor *nb_reshape(nb_tensor *t, const int64_t *shape, int ndim);
-/** Like nb_reshape but never copies: NB_ERR_SHAPE when no view exists (torch.Tensor.view). */
+/** Like nb_reshape but never copies: NB_ERR_SHAPE when no view exists (torch.Tensor.view).
+ *  On a symbolic tensor (no layout yet) it is nb_reshape. */
 nb_tensor *nb_view(nb_tensor *t, const int64_t *shape, int ndim);
 /** Merge axes start..end (inclusive, negatives allowed) into one (torch.flatten). */
 nb_tensor *nb_flatten(nb_tensor *t, int start, int end);
@@ -426,12 +430,58 @@ nb_tensor *nb_narrow(nb_tensor *t, int axis, int64_t start, int64_t length);
  * Python slice t[start:stop:step] along `axis` (NumPy semantics): negative
  * bounds count from the end, bounds are clamped, a negative step walks
  * backwards (negative stride); use NB_END for an open bound.  step != 0.
+ * On a symbolic axis of size n (tracing) the bounds are not clamped: a
+ * negative bound b is n + b, a non-negative one itself, NB_END the end; the
+ * slice must then lie inside the axis, which the graph checks when it runs
+ * (NB_ERR_INDEX).  A length that depends on n itself — a bound counted from
+ * the end before one counted from the start, or a symbolic distance not a
+ * multiple of |step| — is NB_ERR_SHAPE naming n.  nb_narrow and nb_select
+ * (negative index: n + index) follow the same rule.
  */
 #define NB_END INT64_MAX
 nb_tensor *nb_slice(nb_tensor *t, int axis, int64_t start, int64_t stop, int64_t step);
 /** Index `index` (negative counts from the end) of `axis`, dropping that axis. */
 nb_tensor *nb_select(nb_tensor *t, int axis, int64_t index);
-/** Remove `axis`, which must have size 1 (PyTorch returns t unchanged for size != 1; nabla reports NB_ERR_SHAPE). */
+/**
+ * Slicing specs (NumPy basic indexing, G4).  nb_index(t, specs, n) applies
+ * specs[k] to the k-th axis of t (counting only axes that remain: SELECT
+ * drops its axis); axes after the n-th are taken whole.  Each spec lowers to
+ * one view op (slice / select), zero-copy eagerly and a view node when
+ * traced; on a symbolic axis negative bounds count from the end as dims
+ * (see nb_slice for the rule there).  Kinds:
+ *   NB_ALL            the whole axis (no op)
+ *   NB_IX(i)          index i (negative from the end), the axis kept with size 1
+ *                     (t[i:i+1]; NB_ERR_INDEX out of range, unlike a slice)
+ *   NB_RG(a, b)       the range a:b; NB_RGS(a, b, s) a:b:s (Python: negative
+ *                     bounds from the end, clamped; NB_END an open bound; s != 0)
+ *   NB_TAIL(a)        a: through the end (negative a from the end)
+ *   NB_SEL(i)         index i, the axis dropped (nb_select)
+ * Write a spec list with NB_S: nb_index(x, NB_S(NB_ALL, NB_RG(0, 64))) is
+ * x[:, 0:64].  Errors: NB_ERR_NULL, NB_ERR_ARG (n < 0, unknown kind, step 0),
+ * NB_ERR_INDEX (more specs than axes, an index out of range), and those of
+ * the view ops, which name them.
+ */
+typedef enum nb_slice_kind {
+    NB_SLICE_ALL, NB_SLICE_INDEX, NB_SLICE_RANGE, NB_SLICE_TAIL, NB_SLICE_SELECT, NB_SLICE_KIND_COUNT
+} nb_slice_kind;
+/** One axis of a slicing spec: INDEX / SELECT use start; RANGE start, stop, step; TAIL start. */
+typedef struct nb_slice_spec {
+    nb_slice_kind kind;
+    int64_t start, stop, step;
+} nb_slice_spec;
+#define NB_ALL ((nb_slice_spec){NB_SLICE_ALL, 0, NB_END, 1})
+#define NB_IX(i) ((nb_slice_spec){NB_SLICE_INDEX, (i), 0, 1})
+#define NB_RG(a, b) ((nb_slice_spec){NB_SLICE_RANGE, (a), (b), 1})
+#define NB_RGS(a, b, s) ((nb_slice_spec){NB_SLICE_RANGE, (a), (b), (s)})
+#define NB_TAIL(a) ((nb_slice_spec){NB_SLICE_TAIL, (a), NB_END, 1})
+#define NB_SEL(i) ((nb_slice_spec){NB_SLICE_SELECT, (i), 0, 1})
+#define NB_S(...) ((const nb_slice_spec[]){__VA_ARGS__}), \
+    ((int)(sizeof((const nb_slice_spec[]){__VA_ARGS__}) / sizeof(nb_slice_spec)))
+/** t indexed by specs[0..n) (see above): a view of t (t itself, a new reference, for
+ *  all-NB_ALL specs).  Differentiable through the view ops it lowers to. */
+nb_tensor *nb_index(nb_tensor *t, const nb_slice_spec *specs, int n);
+/** Remove `axis`, which must have size 1 (PyTorch returns t unchanged for size != 1; nabla reports NB_ERR_SHAPE).
+ *  A symbolic size is not known to be 1: NB_ERR_SHAPE (nb_squeeze_all keeps it). */
 nb_tensor *nb_squeeze(nb_tensor *t, int axis);
 /** Remove every size-1 axis. */
 nb_tensor *nb_squeeze_all(nb_tensor *t);
@@ -440,6 +490,8 @@ nb_tensor *nb_unsqueeze(nb_tensor *t, int axis);
 /**
  * Broadcast view with stride 0 on expanded axes (torch.expand): leading new
  * axes may be added; -1 keeps a size.  Errors: NB_ERR_SHAPE naming both shapes.
+ * Targets may hold symbolic dims (a size-1 axis expands to B); a symbolic
+ * size only "expands" to itself.
  */
 nb_tensor *nb_expand(nb_tensor *t, const int64_t *shape, int ndim);
 /** NumPy broadcast_to (like nb_expand without -1). */
@@ -452,7 +504,8 @@ nb_tensor *nb_diagonal(nb_tensor *t, int64_t offset, int a, int b);
  * View with explicit shape, element strides and storage offset (>= 0, in
  * elements from the start of t's storage), checked so every reachable
  * element lies inside that storage (NB_ERR_INDEX otherwise; NB_ERR_OVERFLOW
- * when the extent overflows int64).  Not differentiable.
+ * when the extent overflows int64).  Not differentiable.  NB_ERR_UNSUPPORTED
+ * on a symbolic tensor (its storage exists only when its graph runs).
  */
 nb_tensor *nb_as_strided(nb_tensor *t, const int64_t *shape, const int64_t *strides, int ndim,
                          int64_t offset);
@@ -800,7 +853,8 @@ nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis);
 nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes);
 /** Rows of `weight` [V, D] at integer `index` [...] → [..., D] (torch embedding). */
 nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index);
-/** Concatenate along an existing axis; shapes must match elsewhere; dtypes promote. */
+/** Concatenate along an existing axis; shapes must match elsewhere; dtypes promote.  Symbolic
+ *  sizes along the axis add up as dims ([B, 2] and [B, 3] along 1: [B, 5]; [B, 2] twice along 0: [2*B, 2]). */
 nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis);
 /** Stack along a new axis. */
 nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis);
@@ -819,6 +873,7 @@ typedef enum nb_pad_mode { NB_PAD_CONSTANT = 0, NB_PAD_REFLECT, NB_PAD_MODE_COUN
  * Pad the last npad/2 axes (torch.nn.functional.pad order: pads[0], pads[1]
  * are left/right of the LAST axis, then the one before…).  Negative pads
  * crop in constant mode.  Reflect requires pad < size on each side.
+ * Constant mode pads symbolic sizes too (B with (1, 2): B+3).
  */
 nb_tensor *nb_pad(nb_tensor *x, const int64_t *pads, int npad, nb_pad_mode mode, double value);
 

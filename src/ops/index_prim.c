@@ -106,6 +106,85 @@ nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *s
     return nb__own(out);
 }
 
+/* cat: the inputs agree on every axis but attrs axes[0] (normalized), whose sizes add up
+ * (symbolic sizes through nb__dim_add); the dtype is their promotion. */
+static int infer_cat(nb_op op, nb_tensor *const *ts, int n, nb_attrs *attrs, nb_meta *m) {
+    (void)op;
+    const nb_tensor *t0 = ts[0];
+    int a = nb__axis("cat", attrs->axes[0], t0->ndim);
+    if (a < 0 || !nb__backend_common("cat", ts, n)) return -1;
+    nb__meta_of(m, t0);
+    m->weak = false;
+    m->shape[a] = 0;
+    for (int i = 0; i < n; i++) {
+        const nb_tensor *t = ts[i];
+        bool ok = t->ndim == t0->ndim;
+        for (int d = 0; ok && d < t0->ndim; d++) ok = d == a || t->shape[d] == t0->shape[d];
+        if (!ok) {
+            nb__error(NB_ERR_SHAPE, "cat: tensor %d has shape %s, incompatible with %s along axis %d", i,
+                      NB_SHAPE_STR(t), NB_SHAPE_STR(t0), a);
+            return -1;
+        }
+        if (nb__dim_sym(m->shape[a]) || nb__dim_sym(t->shape[a])) {
+            if ((m->shape[a] = nb__dim_add("cat", m->shape[a], t->shape[a])) == -1) return -1;
+        } else
+            m->shape[a] += t->shape[a];
+        m->dtype = nb_promote_types(m->dtype, t->dtype);
+    }
+    attrs->axes[0] = a;
+    return 1;
+}
+
+static nb_status exec_cat(nb_op op, nb_tensor *const *ts, int n, const nb_attrs *attrs, const nb_meta *m, int nout,
+                          nb_tensor **res) {
+    (void)op;
+    (void)nout;
+    int a = attrs->axes[0];
+    const nb_backend *be = nb__backend_of(ts[0]);
+    nb_tensor *out = nb__meta_new(m, ts[0]->storage->device);
+    if (!out) return nb_last_status();
+    int64_t off = 0;
+    for (int i = 0; i < n && out; i++) {
+        int64_t vs[NB_MAX_DIMS];
+        memcpy(vs, m->shape, sizeof vs);
+        vs[a] = ts[i]->shape[a];
+        nb_tensor *v = nb__tensor_view_of(out->storage, vs, out->stride, out->ndim, off * out->stride[a], m->dtype);
+        if (!v || be->copy(v, ts[i]) != NB_OK) {
+            nb_release(out);
+            out = NULL;
+        }
+        nb_release(v);
+        off += ts[i]->shape[a];
+    }
+    res[0] = out;
+    return out ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_cat = {infer_cat, exec_cat};
+
+/* The dispatch point takes at most NB_CAT_MAX operands: a cat of more is one of eager
+ * application (one tape node, as for fewer) or, under an interpreter or with symbolic
+ * operands, a cat of cats of at most NB_CAT_MAX each. */
+#define NB_CAT_MAX 8
+
+static nb_tensor *cat_many(nb_tensor *const *ts, int n, nb_attrs *at) {
+    bool eager = !nb__interp_top();
+    for (int i = 0; eager && i < n; i++) eager = !nb__is_symbolic(ts[i]);
+    if (eager) {
+        nb_meta m;
+        nb_tensor *out;
+        if (infer_cat(NB_OP_CAT, ts, n, at, &m) < 0 || nb__eager_apply(NB_OP_CAT, ts, n, at, &m, 1, &out) != NB_OK)
+            return NULL;
+        return nb__own(out);
+    }
+    nb_tensor *parts[NB_CAT_MAX];
+    int k = 0, per = (n + NB_CAT_MAX - 1) / NB_CAT_MAX;
+    NB_COMPOSITE_BEGIN();
+    for (int i = 0; i < n; i += per, k++)
+        if (!(parts[k] = nb_cat(ts + i, n - i < per ? n - i : per, at->axes[0]))) break;
+    NB_COMPOSITE_RETURN(k * per >= n ? nb_cat(parts, k, at->axes[0]) : NULL);
+}
+
 nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis) {
     if (!ts) {
         nb__error(NB_ERR_NULL, "cat: the tensor list is NULL");
@@ -120,76 +199,65 @@ nb_tensor *nb_cat(nb_tensor *const *ts, int n, int axis) {
             nb__error(NB_ERR_NULL, "cat: tensor %d is NULL", i);
             return NULL;
         }
-    const nb_tensor *t0 = ts[0];
-    int a = nb__axis("cat", axis, t0->ndim);
-    if (a < 0) return NULL;
-    const nb_backend *be = nb__backend_common("cat", ts, n);
-    if (!be) return NULL;
-    int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, t0->shape, sizeof shape);
-    shape[a] = 0;
-    nb_dtype dt = t0->dtype;
-    for (int i = 0; i < n; i++) {
-        const nb_tensor *t = ts[i];
-        bool ok = t->ndim == t0->ndim;
-        for (int d = 0; ok && d < t0->ndim; d++) ok = d == a || t->shape[d] == t0->shape[d];
-        if (!ok) {
-            nb__error(NB_ERR_SHAPE, "cat: tensor %d has shape %s, incompatible with %s along axis %d", i,
-                      NB_SHAPE_STR(t), NB_SHAPE_STR(t0), a);
-            return NULL;
-        }
-        shape[a] += t->shape[a];
-        dt = nb_promote_types(dt, t->dtype);
-    }
-    nb_tensor *out = nb__tensor_new(shape, t0->ndim, dt, t0->storage->device);
-    if (!out) return NULL;
-    int64_t off = 0;
-    for (int i = 0; i < n && out; i++) {
-        int64_t vs[NB_MAX_DIMS];
-        memcpy(vs, shape, sizeof vs);
-        vs[a] = ts[i]->shape[a];
-        nb_tensor *v = nb__tensor_view_of(out->storage, vs, out->stride, out->ndim, off * out->stride[a], dt);
-        if (!v || be->copy(v, ts[i]) != NB_OK) {
-            nb_release(out);
-            out = NULL;
-        }
-        nb_release(v);
-        off += ts[i]->shape[a];
-    }
-    if (out && nb__should_record(ts, n)) {
-        nb_attrs at = {.naxes = 1, .axes = {a}};
-        out = nb__record(out, NB_OP_CAT, ts, n, &at);
-    }
-    return nb__own(out);
+    nb_attrs at = {.naxes = 1, .axes = {axis}};
+    if (n > NB_CAT_MAX) return cat_many(ts, n, &at);
+    return nb__own(nb__apply(NB_OP_CAT, ts, n, &at));
 }
 
-/* Constant pad (negative pads crop); pads in torch order, last axis first. */
-nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double value) {
-    const nb_backend *be = nb__backend_common("pad", &x, 1);
-    if (!be) return NULL;
-    int64_t shape[NB_MAX_DIMS], src_lo[NB_MAX_DIMS] = {0}, dst_lo[NB_MAX_DIMS] = {0}, len[NB_MAX_DIMS];
-    memcpy(shape, x->shape, sizeof shape);
-    memcpy(len, x->shape, sizeof len);
+/* Constant pad (negative pads crop); attrs i[0..ni) the widths in torch order (last axis
+ * first), f[0] the value.  Symbolic sizes pad through nb__dim_add. */
+static int infer_pad(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *m) {
+    (void)op;
+    (void)n;
+    nb_tensor *x = in[0];
+    int npad = attrs->ni;
+    if (!nb__backend_common("pad", &x, 1)) return -1;
+    if (npad < 0 || npad % 2 || npad / 2 > x->ndim) {
+        nb__error(NB_ERR_ARG, "pad: %d pad widths for a tensor of rank %d (need an even count <= %d)", npad, x->ndim,
+                  2 * x->ndim);
+        return -1;
+    }
+    nb__meta_of(m, x);
+    m->weak = false;
     for (int k = 0; k < npad / 2; k++) {
         int d = x->ndim - 1 - k;
-        int64_t l = pads[2 * k], r = pads[2 * k + 1];
-        if (__builtin_add_overflow(x->shape[d], l, &shape[d]) || __builtin_add_overflow(shape[d], r, &shape[d])) {
+        int64_t l = attrs->i[2 * k], r = attrs->i[2 * k + 1], *s = &m->shape[d];
+        if (nb__dim_sym(*s)) {
+            if ((*s = nb__dim_add("pad", *s, l)) == -1 || (*s = nb__dim_add("pad", *s, r)) == -1) return -1;
+            continue;
+        }
+        if (__builtin_add_overflow(x->shape[d], l, s) || __builtin_add_overflow(*s, r, s)) {
             nb__error(NB_ERR_OVERFLOW, "pad: padding (%lld, %lld) overflows axis %d of %s", (long long)l, (long long)r,
                       d, NB_SHAPE_STR(x));
-            return NULL;
+            return -1;
         }
-        if (shape[d] < 0) {
+        if (*s < 0) {
             nb__error(NB_ERR_ARG, "pad: padding (%lld, %lld) leaves axis %d of %s with negative size", (long long)l,
                       (long long)r, d, NB_SHAPE_STR(x));
-            return NULL;
+            return -1;
         }
+    }
+    return 1;
+}
+
+static nb_status exec_pad(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *m, int nout,
+                          nb_tensor **res) {
+    (void)op;
+    (void)n;
+    (void)nout;
+    nb_tensor *x = in[0];
+    int64_t src_lo[NB_MAX_DIMS] = {0}, dst_lo[NB_MAX_DIMS] = {0}, len[NB_MAX_DIMS];
+    memcpy(len, x->shape, sizeof len);
+    for (int k = 0; k < attrs->ni / 2; k++) {
+        int d = x->ndim - 1 - k;
+        int64_t l = attrs->i[2 * k], r = attrs->i[2 * k + 1];
         src_lo[d] = l < 0 ? -l : 0;
         dst_lo[d] = l > 0 ? l : 0;
         len[d] = x->shape[d] - src_lo[d] - (r < 0 ? -r : 0);
         if (len[d] < 0) len[d] = 0;
     }
-    nb_tensor *out = nb__full_on(shape, x->ndim, value, x->dtype, x->storage->device);
-    if (!out) return NULL;
+    nb_tensor *out = nb__full_on(m->shape, m->ndim, attrs->f[0], x->dtype, x->storage->device);
+    if (!out) return nb_last_status();
     int64_t so = x->offset, dof = 0;
     bool any = true;
     for (int d = 0; d < x->ndim; d++) {
@@ -200,18 +268,28 @@ nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double 
     if (any) {
         nb_tensor *sv = nb__tensor_view_of(x->storage, len, x->stride, x->ndim, so, x->dtype);
         nb_tensor *dv = sv ? nb__tensor_view_of(out->storage, len, out->stride, out->ndim, dof, out->dtype) : NULL;
-        nb_status st = dv ? be->copy(dv, sv) : NB_ERR_OOM;
+        nb_status st = dv ? nb__backend_of(x)->copy(dv, sv) : NB_ERR_OOM;
         nb_release(sv);
         nb_release(dv);
         if (st != NB_OK) {
             nb_release(out);
-            return NULL;
+            return st;
         }
     }
-    if (nb__should_record(&x, 1)) {
-        nb_attrs at = {.ni = npad};
-        memcpy(at.i, pads, sizeof(int64_t) * (size_t)npad);
-        out = nb__record(out, NB_OP_PAD, &x, 1, &at);
+    res[0] = out;
+    return NB_OK;
+}
+
+const nb_kind_impl nb__kind_pad = {infer_pad, exec_pad};
+
+nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double value) {
+    NB_CHECK_ARG("pad", x);
+    if (npad < 0 || npad > 2 * NB_MAX_DIMS || (npad && !pads)) {
+        nb__error(NB_ERR_ARG, "pad: %d pad widths for a tensor of rank %d (need an even count <= %d)", npad, x->ndim,
+                  2 * x->ndim);
+        return NULL;
     }
-    return out;
+    nb_attrs at = {.ni = npad, .f = {value}};
+    if (npad) memcpy(at.i, pads, sizeof(int64_t) * (size_t)npad);
+    return nb__apply(NB_OP_PAD, &x, 1, &at);
 }
