@@ -789,7 +789,13 @@ nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index);
 nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src);
 /** numpy.take_along_axis: like gather, with index broadcast against x on the other axes. */
 nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis);
-/** One-hot encoding of integer `index` with `num_classes` classes, i64 result [..., C]. */
+/**
+ * One-hot encoding of integer `index` with `num_classes` classes, i64 result [..., C].
+ * Errors: NB_ERR_ARG when num_classes <= 0 (there is no "infer C from the largest
+ * index" form: -1 is NB_ERR_ARG, traced or not, since a traced shape cannot depend on
+ * data), NB_ERR_DTYPE for a float or bool index, NB_ERR_INDEX naming the first value
+ * outside [0, num_classes) (for a traced index: when the compiled graph runs).
+ */
 nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes);
 /** Rows of `weight` [V, D] at integer `index` [...] → [..., D] (torch embedding). */
 nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index);

@@ -41,7 +41,12 @@ nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs 
     nb_status st = nb__kinds[nb__ops[op].kind]->execute(op, in, n, attrs, meta, nout, out);
     if (st != NB_OK) return st;
     if (nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(in, n)) {
-        out[0] = nb__record(out[0], op, in, n, attrs);
+        /* the node's inputs: in, then the other outputs (untracked), which the rule may read
+         * (max_pool2d's indices) */
+        nb_tensor *rin[8 + NB_MAX_OUTS];
+        memcpy(rin, in, sizeof(nb_tensor *) * (size_t)n);
+        memcpy(rin + n, out + 1, sizeof(nb_tensor *) * (size_t)(nout - 1));
+        out[0] = nb__record(out[0], op, rin, n + nout - 1, attrs);
         if (!out[0]) {
             for (int i = 1; i < nout; i++) nb_release(out[i]);
             return NB_ERR_OOM;
