@@ -1,6 +1,7 @@
 /*
  * index_prim.c — the indexing and joining primitives with kernels and
- * derivative rules: gather, scatter_add, cat, constant pad.
+ * derivative rules: gather, scatter_add (infer: shapes and index dtype from
+ * metadata; execute: the index range check and the kernel), cat, constant pad.
  * (Composites built on them live in index.c.)
  */
 #include "../backend/backend.h"
@@ -32,8 +33,8 @@ nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
 }
 
 /* The name errors of a gather / scatter_add carry: attrs->sub is the public op the
- * primitive runs for (gather itself, or a composite such as embedding). */
-static const char *err_name(const nb_attrs *at) { return nb__ops[at->sub].name; }
+ * primitive runs for (a composite such as embedding; 0: the primitive op itself). */
+static const char *err_name(nb_op op, const nb_attrs *at) { return nb__ops[at->sub ? at->sub : (int)op].name; }
 
 static bool index_dtype_ok(const char *op, const nb_tensor *index) {
     if (!nb_dtype_is_float(index->dtype) && index->dtype != NB_BOOL) return true;
@@ -47,9 +48,8 @@ static bool dim_exceeds(int64_t i, int64_t x) { return !nb__dim_sym(i) && !nb__d
 
 /* GATHER: in {x, index}; attrs axes[0] (normalized), sub (the op named in errors). */
 static int infer_gather(nb_op op, nb_tensor *const *in, int n, nb_attrs *at, nb_meta *m) {
-    (void)op;
     (void)n;
-    const char *name = err_name(at);
+    const char *name = err_name(op, at);
     nb_tensor *x = in[0], *index = in[1];
     int a = nb__axis(name, at->axes[0], x->ndim);
     if (a < 0) return -1;
@@ -73,12 +73,11 @@ static int infer_gather(nb_op op, nb_tensor *const *in, int n, nb_attrs *at, nb_
 
 static nb_status exec_gather(nb_op op, nb_tensor *const *in, int n, const nb_attrs *at, const nb_meta *m, int nout,
                              nb_tensor **out) {
-    (void)op;
     (void)n;
     (void)nout;
     nb_tensor *x = in[0];
     int a = at->axes[0];
-    nb_tensor *ix = nb__checked_index(err_name(at), in[1], x->shape[a]);
+    nb_tensor *ix = nb__checked_index(err_name(op, at), in[1], x->shape[a]);
     nb_tensor *r = ix ? nb__meta_new(m, x->storage->device) : NULL;
     if (r && nb__backend_of(x)->gather(r, x, a, ix) != NB_OK) {
         nb_release(r);
@@ -105,9 +104,8 @@ nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index) {
 
 /* SCATTER_ADD: in {x, index, src}; attrs as GATHER's. */
 static int infer_scatter_add(nb_op op, nb_tensor *const *in, int n, nb_attrs *at, nb_meta *m) {
-    (void)op;
     (void)n;
-    const char *name = err_name(at);
+    const char *name = err_name(op, at);
     nb_tensor *x = in[0], *index = in[1], *src = in[2];
     int a = nb__axis(name, at->axes[0], x->ndim);
     if (a < 0) return -1;
@@ -136,13 +134,12 @@ static int infer_scatter_add(nb_op op, nb_tensor *const *in, int n, nb_attrs *at
 
 static nb_status exec_scatter_add(nb_op op, nb_tensor *const *in, int n, const nb_attrs *at, const nb_meta *m,
                                   int nout, nb_tensor **out) {
-    (void)op;
     (void)n;
     (void)nout;
     nb_tensor *x = in[0], *index = in[1], *src = in[2];
     const nb_backend *be = nb__backend_of(x);
     int a = at->axes[0];
-    nb_tensor *ix = nb__checked_index(err_name(at), index, x->shape[a]);
+    nb_tensor *ix = nb__checked_index(err_name(op, at), index, x->shape[a]);
     /* src restricted to index's extent */
     nb_tensor *srcv = ix ? nb__tensor_view_of(src->storage, index->shape, src->stride, src->ndim, src->offset, src->dtype)
                          : NULL;
