@@ -8,7 +8,7 @@
  */
 #include "support.h"
 
-#include "ops/ops.h" /* nb__kinds: whether the view kind traces yet (composites on views) */
+#include "ops/ops.h" /* nb__kinds: infer / execute as the executor calls them; whether views trace yet */
 
 #include <string.h>
 
@@ -265,6 +265,45 @@ static void composites_on_views_trace(void **state) {
     end(g, y);
 }
 
+/* What the executor does at run time: infer again from the stored attrs (no data read),
+ * then execute, whose range check is the typed error naming the op the node runs for. */
+static void execute_checks_index_values(void **state) {
+    (void)state;
+    int64_t bad[2] = {1, 7};
+    nb_tensor *ix = NBT(nb_from_data(bad, NB_SHAPE(1, 2), NB_I64));
+    nb_tensor *x = NBT(nb_randn(NB_SHAPE(2, 5), NB_F32)), *src = NBT(nb_randn(NB_SHAPE(1, 2), NB_F32));
+    struct {
+        nb_op op, named;
+        int n;
+        const char *msg;
+    } cases[] = {{NB_OP_GATHER, NB_OP_EMBEDDING, 2, "embedding: index 7 out of range [0, 5)"},
+                 {NB_OP_GATHER, 0, 2, "gather: index 7 out of range [0, 5)"},
+                 {NB_OP_SCATTER_ADD, NB_OP_ONE_HOT, 3, "one_hot: index 7 out of range [0, 5)"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const nb_kind_impl *k = nb__kinds[nb__ops[cases[i].op].kind];
+        nb_attrs at = {.naxes = 1, .axes = {-1}, .sub = (int)cases[i].named};
+        nb_tensor *in[3] = {x, ix, src}, *out[NB_MAX_OUTS] = {NULL};
+        nb_meta m[NB_MAX_OUTS];
+        assert_int_equal(k->infer(cases[i].op, in, cases[i].n, &at, m), 1);
+        assert_int_equal(at.axes[0], 1); /* normalized */
+        assert_int_equal(k->execute(cases[i].op, in, cases[i].n, &at, m, 1, out), NB_ERR_INDEX);
+        assert_null(out[0]);
+        assert_int_equal(nb_last_status(), NB_ERR_INDEX);
+        assert_string_equal(nb_last_message(), cases[i].msg);
+        nb_clear_error();
+    }
+    /* max_unpool2d's positions */
+    nb_tensor *p = NBT(nb_full(NB_SHAPE(1, 1, 1, 1), 9, NB_I32)), *v = NBT(nb_ones(NB_SHAPE(1, 1, 1, 1), NB_F32));
+    nb_attrs at = {.ni = 10, .i = {[8] = 3, [9] = 3}};
+    nb_meta m[NB_MAX_OUTS];
+    nb_tensor *out[NB_MAX_OUTS] = {NULL};
+    const nb_kind_impl *k = nb__kinds[NB_KIND_WINDOW];
+    assert_int_equal(k->infer(NB_OP_MAX_UNPOOL2D, (nb_tensor *[]){v, p}, 2, &at, m), 1);
+    assert_int_equal(k->execute(NB_OP_MAX_UNPOOL2D, (nb_tensor *[]){v, p}, 2, &at, m, 1, out), NB_ERR_INDEX);
+    assert_string_equal(nb_last_message(), "max_unpool2d: index 9 out of range [0, 9)");
+    nb_clear_error();
+}
+
 /* Eager index errors keep their codes and messages (the range checks now run in execute). */
 static void eager_index_errors(void **state) {
     (void)state;
@@ -311,6 +350,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(unpool_positions_checked_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(max_pool_gradient_at_argmax, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(composites_on_views_trace, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(execute_checks_index_values, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(eager_index_errors, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cross_entropy_traced_target_refused, nbt_setup, nbt_teardown),
     };
