@@ -814,7 +814,9 @@ typedef struct nb_cross_entropy_opts {
  * the logits'.  Errors: NB_ERR_INDEX naming a class index outside [0, C)
  * that is not ignore_index; NB_ERR_SHAPE naming both shapes; NB_ERR_DTYPE
  * (non-float logits or probabilities, float class indices); NB_ERR_ARG
- * (label_smoothing outside [0, 1], bad reduction).
+ * (label_smoothing outside [0, 1], bad reduction); NB_ERR_STATE for a
+ * traced (symbolic) class-index target, which is read to check its range
+ * and count the kept targets (not traceable yet; nb_nll_loss likewise).
  */
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_opts opts);
 /**
@@ -840,6 +842,11 @@ nb_tensor *nb_bce_with_logits(nb_tensor *logits, nb_tensor *target, nb_reduction
 /* ------------------------------------------------------------------------ */
 /* Indexing and joining (O7).  Index tensors are integer dtypes.            */
 /* ------------------------------------------------------------------------ */
+/* Index errors (index_select, gather, scatter_add, take_along_axis,
+ * embedding, one_hot): NB_ERR_DTYPE for a float or bool index; NB_ERR_INDEX
+ * naming the op and the first index value outside [0, size) (negative values
+ * are errors, not counted from the end).  For a traced op the dtype is
+ * checked while tracing and the values when the compiled graph runs. */
 
 /** Entries of x at `index` (1-D) along axis (torch.index_select). */
 nb_tensor *nb_index_select(nb_tensor *x, int axis, nb_tensor *index);
@@ -849,7 +856,13 @@ nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index);
 nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src);
 /** numpy.take_along_axis: like gather, with index broadcast against x on the other axes. */
 nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis);
-/** One-hot encoding of integer `index` with `num_classes` classes, i64 result [..., C]. */
+/**
+ * One-hot encoding of integer `index` with `num_classes` classes, i64 result [..., C].
+ * Errors: NB_ERR_ARG when num_classes <= 0 (there is no "infer C from the largest
+ * index" form: -1 is NB_ERR_ARG, traced or not, since a traced shape cannot depend on
+ * data), NB_ERR_DTYPE for a float or bool index, NB_ERR_INDEX naming the first value
+ * outside [0, num_classes) (for a traced index: when the compiled graph runs).
+ */
 nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes);
 /** Rows of `weight` [V, D] at integer `index` [...] → [..., D] (torch embedding). */
 nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index);
@@ -1064,6 +1077,9 @@ void nb_safetensors_close(nb_safetensors *h);
 /* Convolution and pooling (O8).  Images are [N, C, H, W], or unbatched     */
 /* [C, H, W] (the result is then unbatched too).  Pairs are {height, width}.*/
 /* ------------------------------------------------------------------------ */
+/* Traced (symbolic) inputs: N and C may be symbolic dims; a symbolic H or W
+ * (L for conv1d) is NB_ERR_SHAPE naming the op and the dim.  The values of
+ * max_unpool2d's indices are checked (NB_ERR_INDEX) when the graph runs. */
 
 /**
  * Geometry of a 2-D sliding window.  The output size along each axis is

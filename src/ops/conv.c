@@ -46,6 +46,12 @@ static bool rank_is(const char *op, const nb_tensor *x, int ndim, const char *la
 /* Output size of window w over the trailing [H, W] of x into out[2]; NB_ERR_SHAPE when empty. */
 static bool window_out(const char *op, const int64_t *hw, const nb_window2d *w, int64_t *out) {
     for (int k = 0; k < 2; k++) {
+        if (nb__dim_sym(hw[k])) {
+            nb__error(NB_ERR_SHAPE, "%s: the %s of the input plane is the symbolic dim %s; sliding windows need a "
+                      "concrete height and width (only the batch and channel dims may be symbolic)", op,
+                      k ? "width" : "height", nb__dim_str((char[64]){0}, hw[k]));
+            return false;
+        }
         out[k] = nb__window_out(hw[k], w->kernel[k], w->stride[k], w->padding[k], w->dilation[k]);
         if (out[k] < 1) {
             nb__error(NB_ERR_SHAPE, "%s: input plane %lldx%lld is smaller than the window " WIN_FMT, op,
@@ -76,8 +82,10 @@ static bool taps_cover(int64_t in, int64_t k, int64_t stride, int64_t pad, int64
     return true;
 }
 
-/* a * b * c into *out; false with NB_ERR_OVERFLOW naming op. */
+/* a * b * c into *out; false with NB_ERR_OVERFLOW naming op.  a may be a symbolic dim
+ * (channels while tracing; b, c are window sizes), multiplied by the dim helpers. */
 static bool mul3(const char *op, int64_t a, int64_t b, int64_t c, int64_t *out) {
+    if (nb__dim_sym(a)) return (*out = nb__dim_mul(op, a, b * c)) != -1;
     if (__builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out)) {
         nb__error(NB_ERR_OVERFLOW, "%s: size %lld x %lld x %lld overflows int64", op, (long long)a, (long long)b,
                   (long long)c);
@@ -86,7 +94,11 @@ static bool mul3(const char *op, int64_t a, int64_t b, int64_t c, int64_t *out) 
     return true;
 }
 
-/* ---- the window primitives (unscoped results) ---- */
+/* ---- the window primitives: one kind (WINDOW), infer + execute ----
+ * attrs: i[0..7] the geometry (nb__window_to_attrs; UNFOLD, FOLD, MAX_POOL2D),
+ * i[8], i[9] the output plane (FOLD, MAX_UNPOOL2D); MAX_POOL2D: sub = 1 when only the
+ * values are wanted (no indices output: eager, untracked, not asked for).
+ * Inputs: x; MAX_UNPOOL2D also the indices. */
 
 /* A contiguous version of x (unrecorded). */
 static nb_tensor *dense(nb_tensor *x) {
@@ -99,137 +111,152 @@ static nb_tensor *dense(nb_tensor *x) {
     return c;
 }
 
-/* Run the backend's window kernel `op` from x (made contiguous) into a fresh tensor of oshape. */
-static nb_tensor *run_window(nb_op op, nb_tensor *x, nb_tensor *idx, const int64_t *oshape, int ond,
-                             const nb_window2d *w) {
-    const char *name = nb__ops[op].name;
-    const nb_backend *be = nb__backend_common(name, (nb_tensor *[]){x, idx}, idx ? 2 : 1);
-    if (!be) return NULL;
-    if (!be->window) {
-        nb__error(NB_ERR_UNSUPPORTED, "%s: backend '%s' has no sliding-window kernels", name, be->name);
-        return NULL;
-    }
-    nb_tensor *xc = dense(x);
-    nb_tensor *out = xc ? nb__tensor_new(oshape, ond, x->dtype, x->storage->device) : NULL;
-    if (out && be->window(op, out, idx, xc, w) != NB_OK) {
-        nb_release(out);
-        out = NULL;
-    }
-    nb_release(xc);
-    return out;
+/* The shared backend of in[0..n), which must have the window kernels. */
+static bool window_backend(const char *op, nb_tensor *const *in, int n) {
+    const nb_backend *be = nb__backend_common(op, in, n);
+    if (!be) return false;
+    if (be->window) return true;
+    nb__error(NB_ERR_UNSUPPORTED, "%s: backend '%s' has no sliding-window kernels", op, be->name);
+    return false;
 }
 
-static nb_tensor *unfold_prim(nb_tensor *x, const nb_window2d *w) {
+static bool infer_unfold(nb_tensor *x, const nb_window2d *w, nb_meta *m) {
     const char *op = "unfold";
     int64_t o[2], rows, cols;
     if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, H, W]") || !window_valid(op, w) ||
         !window_out(op, x->shape + 2, w, o) || !mul3(op, x->shape[1], w->kernel[0], w->kernel[1], &rows) ||
-        !mul3(op, o[0], o[1], 1, &cols))
-        return NULL;
-    nb_tensor *out = run_window(NB_OP_UNFOLD, x, NULL, (int64_t[]){x->shape[0], rows, cols}, 3, w);
-    if (out && nb__should_record(&x, 1)) {
-        nb_attrs a = {0};
-        nb__window_to_attrs(&a, w);
-        out = nb__record(out, NB_OP_UNFOLD, &x, 1, &a);
-    }
-    return out;
+        !mul3(op, o[0], o[1], 1, &cols) || !window_backend(op, &x, 1))
+        return false;
+    *m = (nb_meta){.dtype = x->dtype, .ndim = 3, .shape = {x->shape[0], rows, cols}};
+    return true;
 }
 
-static nb_tensor *fold_prim(nb_tensor *cols, int64_t out_h, int64_t out_w, const nb_window2d *w) {
+static bool infer_fold(nb_tensor *cols, int64_t out_h, int64_t out_w, const nb_window2d *w, nb_meta *m) {
     const char *op = "fold";
     int64_t o[2], kk, l;
     if (!float_input(op, cols) || !rank_is(op, cols, 3, "[N, C*KH*KW, L]") || !window_valid(op, w))
-        return NULL;
+        return false;
     if (out_h < 1 || out_w < 1 || out_h > WIN_LIMIT || out_w > WIN_LIMIT) {
         nb__error(NB_ERR_ARG, "fold: output size %lldx%lld must be in [1, 2^30]", (long long)out_h, (long long)out_w);
-        return NULL;
+        return false;
     }
     if (!window_out(op, (int64_t[]){out_h, out_w}, w, o) || !mul3(op, w->kernel[0], w->kernel[1], 1, &kk) ||
         !mul3(op, o[0], o[1], 1, &l))
-        return NULL;
-    if (cols->shape[1] % kk != 0 || cols->shape[2] != l) {
+        return false;
+    int64_t c = cols->shape[1];
+    bool sym = nb__dim_sym(c);
+    if ((sym ? (c = nb__dim_div(op, c, kk)) == -1 : c % kk != 0) || cols->shape[2] != l) {
         nb__error(NB_ERR_SHAPE, "fold: input %s does not match [N, C*%lld, %lld] for output %lldx%lld and window " WIN_FMT,
                   NB_SHAPE_STR(cols), (long long)kk, (long long)l, (long long)out_h, (long long)out_w, WIN_ARGS(w));
-        return NULL;
+        return false;
     }
-    nb_tensor *out =
-        run_window(NB_OP_FOLD, cols, NULL, (int64_t[]){cols->shape[0], cols->shape[1] / kk, out_h, out_w}, 4, w);
-    if (out && nb__should_record(&cols, 1)) {
-        nb_attrs a = {0};
-        nb__window_to_attrs(&a, w);
-        out = nb__record(out, NB_OP_FOLD, &cols, 1, &a);
-    }
-    return out;
+    if (!window_backend(op, &cols, 1)) return false;
+    *m = (nb_meta){.dtype = cols->dtype, .ndim = 4, .shape = {cols->shape[0], sym ? c : c / kk, out_h, out_w}};
+    return true;
 }
 
-/* Max pooling; *idx_out (when idx_out is not NULL, or when recording needs them) gets the unscoped indices. */
-static nb_tensor *max_pool_prim(nb_tensor *x, const nb_window2d *w, nb_tensor **idx_out) {
+static bool infer_max_pool(nb_tensor *x, const nb_window2d *w, nb_meta *m) {
     const char *op = "max_pool2d";
     int64_t o[2];
-    if (idx_out) *idx_out = NULL;
     if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, H, W]") || !window_valid(op, w) ||
         !pool_padding_ok(op, w) || !window_out(op, x->shape + 2, w, o))
-        return NULL;
+        return false;
     for (int k = 0; k < 2; k++)
         if (!taps_cover(x->shape[2 + k], w->kernel[k], w->stride[k], w->padding[k], w->dilation[k], o[k])) {
             nb__error(NB_ERR_ARG, "max_pool2d: a window of " WIN_FMT " over %s lies entirely in the padding",
                       WIN_ARGS(w), NB_SHAPE_STR(x));
-            return NULL;
+            return false;
         }
-    int64_t oshape[4] = {x->shape[0], x->shape[1], o[0], o[1]};
-    bool record = nb__should_record(&x, 1);
-    nb_tensor *idx = idx_out || record ? nb__tensor_new(oshape, 4, NB_I64, x->storage->device) : NULL;
-    nb_tensor *out = idx || !(idx_out || record) ? run_window(NB_OP_MAX_POOL2D, x, idx, oshape, 4, w) : NULL;
-    /* the indices ride along as a second, untracked input of the node */
-    if (out && record) out = nb__record(out, NB_OP_MAX_POOL2D, (nb_tensor *[]){x, idx}, 2, NULL);
-    if (out && idx_out) *idx_out = idx;
-    else nb_release(idx);
-    return out;
+    if (!window_backend(op, &x, 1)) return false;
+    m[0] = (nb_meta){.dtype = x->dtype, .ndim = 4, .shape = {x->shape[0], x->shape[1], o[0], o[1]}};
+    m[1] = m[0];
+    m[1].dtype = NB_I64;
+    return true;
 }
 
-/* Indices as dense i64 values validated in [0, plane); NULL with an error otherwise. */
-static nb_tensor *checked_positions(const char *op, nb_tensor *idx, int64_t plane) {
-    if (nb_dtype_is_float(idx->dtype) || idx->dtype == NB_BOOL) {
-        nb__error(NB_ERR_DTYPE, "%s: indices must have an integer dtype, got %s", op, nb_dtype_name(idx->dtype));
-        return NULL;
-    }
-    if (!nb__is_host(idx->storage->device)) {
-        nb__error(NB_ERR_DEVICE, "%s: indices must be in host memory", op);
-        return NULL;
-    }
-    nb_tensor *i64 = nb__to_dtype(idx, NB_I64);
-    nb_tensor *ix = i64 ? dense(i64) : NULL;
-    nb_release(i64);
-    if (!ix) return NULL;
-    const int64_t *p = (const int64_t *)nb__ptr(ix);
-    for (int64_t i = 0, n = nb__numel(ix); i < n; i++)
-        if (p[i] < 0 || p[i] >= plane) {
-            nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)p[i], (long long)plane);
-            nb_release(ix);
-            return NULL;
-        }
-    return ix;
-}
-
-static nb_tensor *max_unpool_prim(nb_tensor *x, nb_tensor *idx, int64_t out_h, int64_t out_w) {
+/* indices: integer dtype, host memory (their values are checked at run time, in execute) */
+static bool infer_max_unpool(nb_tensor *const *in, int64_t out_h, int64_t out_w, nb_meta *m) {
     const char *op = "max_unpool2d";
-    if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, h, w]")) return NULL;
+    nb_tensor *x = in[0], *idx = in[1];
+    if (!float_input(op, x) || !rank_is(op, x, 4, "[N, C, h, w]")) return false;
     if (!nb__same_shape(x, idx)) {
         nb__error(NB_ERR_SHAPE, "max_unpool2d: indices %s must have the input's shape %s", NB_SHAPE_STR(idx),
                   NB_SHAPE_STR(x));
-        return NULL;
+        return false;
     }
     if (out_h < 0 || out_w < 0 || out_h > WIN_LIMIT || out_w > WIN_LIMIT) {
         nb__error(NB_ERR_ARG, "max_unpool2d: output size %lldx%lld must be in [0, 2^30]", (long long)out_h,
                   (long long)out_w);
-        return NULL;
+        return false;
     }
-    nb_tensor *ix = checked_positions(op, idx, out_h * out_w);
-    if (!ix) return NULL;
-    nb_tensor *out = run_window(NB_OP_MAX_UNPOOL2D, x, ix, (int64_t[]){x->shape[0], x->shape[1], out_h, out_w}, 4, NULL);
-    if (out && nb__should_record(&x, 1)) out = nb__record(out, NB_OP_MAX_UNPOOL2D, (nb_tensor *[]){x, ix}, 2, NULL);
-    nb_release(ix);
-    return out;
+    if (nb_dtype_is_float(idx->dtype) || idx->dtype == NB_BOOL) {
+        nb__error(NB_ERR_DTYPE, "%s: indices must have an integer dtype, got %s", op, nb_dtype_name(idx->dtype));
+        return false;
+    }
+    if (!nb__is_host(idx->storage->device)) {
+        nb__error(NB_ERR_DEVICE, "%s: indices must be in host memory", op);
+        return false;
+    }
+    if (!window_backend(op, in, 2)) return false;
+    *m = (nb_meta){.dtype = x->dtype, .ndim = 4, .shape = {x->shape[0], x->shape[1], out_h, out_w}};
+    return true;
+}
+
+static int infer_window(nb_op op, nb_tensor *const *in, int n, nb_attrs *at, nb_meta *m) {
+    (void)n;
+    nb_window2d w = nb__window_from_attrs(at);
+    switch (op) {
+    case NB_OP_UNFOLD: return infer_unfold(in[0], &w, m) ? 1 : -1;
+    case NB_OP_FOLD: return infer_fold(in[0], at->i[8], at->i[9], &w, m) ? 1 : -1;
+    case NB_OP_MAX_POOL2D: return infer_max_pool(in[0], &w, m) ? (at->sub == 1 ? 1 : 2) : -1;
+    default: return infer_max_unpool(in, at->i[8], at->i[9], m) ? 1 : -1;
+    }
+}
+
+/* Run the backend's window kernel: x (made contiguous) into out[0] (and the indices
+ * out[1] of MAX_POOL2D when nout is 2; MAX_UNPOOL2D reads them, checked, from in[1]). */
+static nb_status exec_window(nb_op op, nb_tensor *const *in, int n, const nb_attrs *at, const nb_meta *m, int nout,
+                             nb_tensor **out) {
+    (void)n;
+    nb_tensor *x = in[0];
+    nb_device dev = x->storage->device;
+    nb_window2d w = nb__window_from_attrs(at);
+    nb_tensor *idx = NULL;
+    if (op == NB_OP_MAX_UNPOOL2D) {
+        if (!(idx = nb__checked_index("max_unpool2d", in[1], at->i[8] * at->i[9]))) return nb_last_status();
+    } else if (nout == 2 && !(idx = nb__meta_new(&m[1], dev))) {
+        return nb_last_status();
+    }
+    nb_tensor *xc = dense(x);
+    nb_tensor *r = xc ? nb__meta_new(&m[0], dev) : NULL;
+    if (r && nb__backend_of(x)->window(op, r, idx, xc, op == NB_OP_MAX_UNPOOL2D ? NULL : &w) != NB_OK) {
+        nb_release(r);
+        r = NULL;
+    }
+    nb_release(xc);
+    if (!r || op == NB_OP_MAX_UNPOOL2D) nb_release(idx);
+    out[0] = r;
+    if (r && nout == 2) out[1] = idx;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_window = {infer_window, exec_window};
+
+/* Apply a window primitive to in[0..n) (unscoped results, nout written; -1 on error). */
+static int window_apply(nb_op op, nb_tensor *const *in, int n, const nb_window2d *w, int64_t out_h, int64_t out_w,
+                        int sub, nb_tensor **out) {
+    nb_attrs a = {.sub = sub};
+    if (w) nb__window_to_attrs(&a, w);
+    a.i[8] = out_h;
+    a.i[9] = out_w;
+    a.ni = 10;
+    return nb__apply_n(op, in, n, &a, out);
+}
+
+static nb_tensor *window_apply1(nb_op op, nb_tensor *const *in, int n, const nb_window2d *w, int64_t out_h,
+                                int64_t out_w) {
+    nb_tensor *r;
+    return window_apply(op, in, n, w, out_h, out_w, 0, &r) < 0 ? NULL : r;
 }
 
 /* ---- public front-ends: accept [C, H, W] by adding (then removing) a batch axis ---- */
@@ -252,7 +279,7 @@ nb_tensor *nb_unfold(nb_tensor *x, nb_window2d w) {
     NB_CHECK_ARG("unfold", x);
     NB_COMPOSITE_BEGIN();
     nb_tensor *xb = batch_view("unfold", x, 4, "[N, C, H, W]");
-    nb_tensor *r = xb ? nb__own(unfold_prim(xb, &w)) : NULL;
+    nb_tensor *r = xb ? nb__own(window_apply1(NB_OP_UNFOLD, &xb, 1, &w, 0, 0)) : NULL;
     NB_COMPOSITE_RETURN(unbatch(r, x, 4));
 }
 
@@ -260,7 +287,7 @@ nb_tensor *nb_fold(nb_tensor *cols, int64_t out_h, int64_t out_w, nb_window2d w)
     NB_CHECK_ARG("fold", cols);
     NB_COMPOSITE_BEGIN();
     nb_tensor *cb = batch_view("fold", cols, 3, "[N, C*KH*KW, L]");
-    nb_tensor *r = cb ? nb__own(fold_prim(cb, out_h, out_w, &w)) : NULL;
+    nb_tensor *r = cb ? nb__own(window_apply1(NB_OP_FOLD, &cb, 1, &w, out_h, out_w)) : NULL;
     NB_COMPOSITE_RETURN(unbatch(r, cols, 3));
 }
 
@@ -268,9 +295,11 @@ nb_tensor *nb_fold(nb_tensor *cols, int64_t out_h, int64_t out_w, nb_window2d w)
 static nb_tensor *max_pool(nb_tensor *x, const nb_window2d *w, nb_tensor **indices) {
     NB_CHECK_ARG("max_pool2d", x);
     nb_scope_begin();
-    nb_tensor *idx = NULL, *xb = batch_view("max_pool2d", x, 4, "[N, C, H, W]");
-    nb_tensor *r = xb ? nb__own(max_pool_prim(xb, w, indices ? &idx : NULL)) : NULL;
-    idx = nb__own(idx);
+    nb_tensor *o[2] = {NULL, NULL}, *xb = batch_view("max_pool2d", x, 4, "[N, C, H, W]");
+    /* the indices are an output when asked for, or needed by the derivative rule or a trace */
+    bool values_only = !indices && !nb__should_record(&x, 1) && !nb__is_symbolic(x);
+    if (xb && window_apply(NB_OP_MAX_POOL2D, &xb, 1, w, 0, 0, values_only, o) == 2 && !indices) nb_release(o[1]);
+    nb_tensor *r = nb__own(o[0]), *idx = indices ? nb__own(o[1]) : NULL;
     r = nb__scope_take(unbatch(r, x, 4));
     idx = nb__scope_take(unbatch(idx, x, 4));
     nb_scope_end();
@@ -305,7 +334,7 @@ nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, int64_t out_h, int6
     NB_COMPOSITE_BEGIN();
     nb_tensor *xb = batch_view("max_unpool2d", x, 4, "[N, C, h, w]");
     nb_tensor *ib = xb ? batch_view("max_unpool2d", indices, 4, "[N, C, h, w]") : NULL;
-    nb_tensor *r = ib ? nb__own(max_unpool_prim(xb, ib, out_h, out_w)) : NULL;
+    nb_tensor *r = ib ? nb__own(window_apply1(NB_OP_MAX_UNPOOL2D, (nb_tensor *[]){xb, ib}, 2, NULL, out_h, out_w)) : NULL;
     NB_COMPOSITE_RETURN(unbatch(r, x, 4));
 }
 

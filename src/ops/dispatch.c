@@ -36,13 +36,23 @@ nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev) {
     return t;
 }
 
+/* Whether an eager application is recorded on the tape: a differentiable op, recording on, an
+ * input tracked; only float results carry gradients (a cast to an integer dtype is not recorded). */
+static inline bool nb__records(nb_op op, nb_tensor *const *in, int n, const nb_meta *meta) {
+    return nb__ops[op].grad != NB_GRAD_NONE && nb_dtype_is_float(meta[0].dtype) && nb__should_record(in, n);
+}
+
 nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
                           int nout, nb_tensor **out) {
     nb_status st = nb__kinds[nb__ops[op].kind]->execute(op, in, n, attrs, meta, nout, out);
     if (st != NB_OK) return st;
-    /* only float results carry gradients (a cast to an integer dtype is not recorded) */
-    if (nb__ops[op].grad != NB_GRAD_NONE && nb_dtype_is_float(meta[0].dtype) && nb__should_record(in, n)) {
-        out[0] = nb__record(out[0], op, in, n, attrs);
+    if (nb__records(op, in, n, meta)) {
+        /* the node's inputs: in, then the other outputs (untracked), which the rule may read
+         * (max_pool2d's indices) */
+        nb_tensor *rin[8 + NB_MAX_OUTS];
+        memcpy(rin, in, sizeof(nb_tensor *) * (size_t)n);
+        memcpy(rin + n, out + 1, sizeof(nb_tensor *) * (size_t)(nout - 1));
+        out[0] = nb__record(out[0], op, rin, n + nout - 1, attrs);
         if (!out[0]) {
             for (int i = 1; i < nout; i++) nb_release(out[i]);
             return NB_ERR_OOM;
@@ -94,12 +104,12 @@ nb_tensor *nb__apply(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs) {
     if (bad) return NULL;
     nb_status st;
     if (it) st = it->apply(it, op, in, n, attrs, meta, nout, out);
-    else { /* eager, inline: the hot path */
+    else if (nout == 1) { /* eager, inline: the hot path */
         st = k->execute(op, in, n, attrs, meta, nout, out);
-        if (st == NB_OK && nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(in, n) &&
-            !(out[0] = nb__record(out[0], op, in, n, attrs)))
+        if (st == NB_OK && nb__records(op, in, n, meta) && !(out[0] = nb__record(out[0], op, in, n, attrs)))
             st = NB_ERR_OOM;
-    }
+    } else
+        st = nb__eager_apply(op, in, n, attrs, meta, nout, out);
     if (st != NB_OK) return NULL;
     for (int i = 1; i < nout; i++) nb_release(out[i]);
     return out[0];

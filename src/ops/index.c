@@ -9,7 +9,8 @@
 #include <string.h>
 
 /* index_select with errors reported under `op` (index_select itself, embedding). Scoped. */
-static nb_tensor *index_select_as(const char *op, nb_tensor *x, int axis, nb_tensor *index) {
+static nb_tensor *index_select_as(nb_op name_op, nb_tensor *x, int axis, nb_tensor *index) {
+    const char *op = nb__ops[name_op].name;
     NB_CHECK_ARG(op, x);
     NB_CHECK_ARG(op, index);
     int a = nb__axis(op, axis, x->ndim);
@@ -19,18 +20,19 @@ static nb_tensor *index_select_as(const char *op, nb_tensor *x, int axis, nb_ten
         return NULL;
     }
     /* gather with the index laid along `axis` and broadcast (stride 0) elsewhere */
+    int64_t len = index->ndim ? index->shape[0] : 1; /* a dim, symbolic while tracing */
     int64_t ishape[NB_MAX_DIMS], oshape[NB_MAX_DIMS];
     for (int d = 0; d < x->ndim; d++) {
-        ishape[d] = d == a ? nb__numel(index) : 1;
-        oshape[d] = d == a ? nb__numel(index) : x->shape[d];
+        ishape[d] = d == a ? len : 1;
+        oshape[d] = d == a ? len : x->shape[d];
     }
     NB_COMPOSITE_BEGIN();
     nb_tensor *ix = nb_broadcast_to(nb_reshape(index, ishape, x->ndim), oshape, x->ndim);
-    NB_COMPOSITE_RETURN(nb__own(nb__gather(op, x, a, ix)));
+    NB_COMPOSITE_RETURN(nb__own(nb__gather(name_op, x, a, ix)));
 }
 
 nb_tensor *nb_index_select(nb_tensor *x, int axis, nb_tensor *index) {
-    return index_select_as("index_select", x, axis, index);
+    return index_select_as(NB_OP_INDEX_SELECT, x, axis, index);
 }
 
 nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis) {
@@ -55,7 +57,7 @@ nb_tensor *nb_take_along_axis(nb_tensor *x, nb_tensor *index, int axis) {
     xt[a] = x->shape[a];
     it[a] = index->shape[a];
     NB_COMPOSITE_BEGIN();
-    NB_COMPOSITE_RETURN(nb__own(nb__gather("take_along_axis", nb_broadcast_to(x, xt, x->ndim), a,
+    NB_COMPOSITE_RETURN(nb__own(nb__gather(NB_OP_TAKE_ALONG_AXIS, nb_broadcast_to(x, xt, x->ndim), a,
                                            nb_broadcast_to(index, it, x->ndim))));
 }
 
@@ -72,7 +74,7 @@ nb_tensor *nb_embedding(nb_tensor *weight, nb_tensor *index) {
     shape[index->ndim] = weight->shape[1];
     NB_COMPOSITE_BEGIN();
     nb_tensor *flat = nb_reshape(index, (int64_t[]){-1}, 1);
-    NB_COMPOSITE_RETURN(nb_reshape(index_select_as("embedding", weight, 0, flat), shape, index->ndim + 1));
+    NB_COMPOSITE_RETURN(nb_reshape(index_select_as(NB_OP_EMBEDDING, weight, 0, flat), shape, index->ndim + 1));
 }
 
 nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes) {
@@ -81,12 +83,21 @@ nb_tensor *nb_one_hot(nb_tensor *index, int64_t num_classes) {
         nb__error(NB_ERR_ARG, "one_hot: num_classes must be positive (got %lld)", (long long)num_classes);
         return NULL;
     }
-    nb_tensor *valid = nb__checked_index("one_hot", index, num_classes);
-    if (!valid) return NULL;
-    nb_release(valid);
+    /* ones scattered along a new last axis of zeros: the index checks (integer dtype; values in
+     * [0, num_classes), at run time when traced) are scatter_add's, reported as one_hot's */
+    int nd = index->ndim;
+    int64_t shape[NB_MAX_DIMS], ones_shape[NB_MAX_DIMS];
+    memcpy(shape, index->shape, sizeof(int64_t) * (size_t)nd);
+    memcpy(ones_shape, index->shape, sizeof(int64_t) * (size_t)nd);
+    shape[nd] = num_classes;
+    ones_shape[nd] = 1;
+    nb_device dev = index->storage->device;
     NB_COMPOSITE_BEGIN();
-    nb_tensor *classes = nb_to_device(nb_arange(0, (double)num_classes, 1, NB_I64), index->storage->device);
-    NB_COMPOSITE_RETURN(nb_cast(nb_eq(nb_unsqueeze(index, -1), classes), NB_I64));
+    nb_tensor *zeros = nb_broadcast_to(nb__own(nb__full_on(NULL, 0, 0, NB_I64, dev)), shape, nd + 1);
+    nb_tensor *ones = nb_broadcast_to(nb__own(nb__full_on(NULL, 0, 1, NB_I64, dev)), ones_shape, nd + 1);
+    nb_tensor *ix = nb_unsqueeze(index, -1);
+    nb_tensor *r = zeros && ones && ix ? nb__own(nb__scatter_add(NB_OP_ONE_HOT, zeros, nd, ix, ones)) : NULL;
+    NB_COMPOSITE_RETURN(r);
 }
 
 nb_tensor *nb_stack(nb_tensor *const *ts, int n, int axis) {

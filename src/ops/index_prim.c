@@ -1,6 +1,7 @@
 /*
  * index_prim.c — the indexing and joining primitives with kernels and
- * derivative rules: gather, scatter_add, cat, constant pad.
+ * derivative rules: gather, scatter_add (infer: shapes and index dtype from
+ * metadata; execute: the index range check and the kernel), cat, constant pad.
  * (Composites built on them live in index.c.)
  */
 #include "../backend/backend.h"
@@ -8,14 +9,14 @@
 #include <string.h>
 
 nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
-    if (nb_dtype_is_float(index->dtype) || index->dtype == NB_BOOL) {
-        nb__error(NB_ERR_DTYPE, "%s: index must have an integer dtype, got %s", op, nb_dtype_name(index->dtype));
-        return NULL;
-    }
+    if (!nb__check_concrete(op, index)) return NULL;
     nb_tensor *ix = nb__to_dtype(index, NB_I64);
-    nb_tensor *c = ix && !nb_is_contiguous(ix) ? nb_contiguous(ix) : NULL;
-    if (c) {
-        nb__scope_take(c);
+    if (ix && !nb_is_contiguous(ix)) {
+        nb_tensor *c = nb__tensor_new(ix->shape, ix->ndim, NB_I64, ix->storage->device);
+        if (c && nb__backend_of(ix)->copy(c, ix) != NB_OK) {
+            nb_release(c);
+            c = NULL;
+        }
         nb_release(ix);
         ix = c;
     }
@@ -31,79 +32,141 @@ nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
     return ix;
 }
 
-nb_tensor *nb__gather(const char *op, nb_tensor *x, int axis, nb_tensor *index) {
-    NB_CHECK_ARG(op, x);
-    NB_CHECK_ARG(op, index);
-    int a = nb__axis(op, axis, x->ndim);
-    if (a < 0) return NULL;
-    if (index->ndim != x->ndim) {
-        nb__error(NB_ERR_SHAPE, "%s: index %s must have the rank of input %s", op, NB_SHAPE_STR(index), NB_SHAPE_STR(x));
-        return NULL;
-    }
-    for (int d = 0; d < x->ndim; d++)
-        if (d != a && index->shape[d] > x->shape[d]) {
-            nb__error(NB_ERR_SHAPE, "%s: index %s exceeds input %s at axis %d", op, NB_SHAPE_STR(index), NB_SHAPE_STR(x), d);
-            return NULL;
-        }
-    const nb_backend *be = nb__backend_common(op, (nb_tensor *[]){x, index}, 2);
-    if (!be) return NULL;
-    nb_tensor *ix = nb__checked_index(op, index, x->shape[a]);
-    if (!ix) return NULL;
-    nb_tensor *out = nb__tensor_new(index->shape, index->ndim, x->dtype, x->storage->device);
-    if (out && be->gather(out, x, a, ix) != NB_OK) {
-        nb_release(out);
-        out = NULL;
-    }
-    if (out && nb__should_record(&x, 1)) {
-        nb_attrs at = {.naxes = 1, .axes = {a}};
-        out = nb__record(out, NB_OP_GATHER, (nb_tensor *[]){x, ix}, 2, &at);
-    }
-    nb_release(ix);
-    return out;
+/* The name errors of a gather / scatter_add carry: attrs->sub is the public op the
+ * primitive runs for (a composite such as embedding; 0: the primitive op itself). */
+static const char *err_name(nb_op op, const nb_attrs *at) { return nb__ops[at->sub ? at->sub : (int)op].name; }
+
+static bool index_dtype_ok(const char *op, const nb_tensor *index) {
+    if (!nb_dtype_is_float(index->dtype) && index->dtype != NB_BOOL) return true;
+    nb__error(NB_ERR_DTYPE, "%s: index must have an integer dtype, got %s", op, nb_dtype_name(index->dtype));
+    return false;
 }
 
-nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index) { return nb__own(nb__gather("gather", x, axis, index)); }
+/* Index extent i beyond input extent x.  While tracing, unequal dims of which one is
+ * symbolic cannot be compared: they pass here and the run-time infer (concrete) decides. */
+static bool dim_exceeds(int64_t i, int64_t x) { return !nb__dim_sym(i) && !nb__dim_sym(x) && i > x; }
 
-nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src) {
-    NB_CHECK_ARG("scatter_add", x);
-    NB_CHECK_ARG("scatter_add", index);
-    NB_CHECK_ARG("scatter_add", src);
-    int a = nb__axis("scatter_add", axis, x->ndim);
-    if (a < 0) return NULL;
-    if (index->ndim != x->ndim || src->ndim != x->ndim) {
-        nb__error(NB_ERR_SHAPE, "scatter_add: input %s, index %s and src %s must share a rank", NB_SHAPE_STR(x),
-                  NB_SHAPE_STR(index), NB_SHAPE_STR(src));
-        return NULL;
+/* GATHER: in {x, index}; attrs axes[0] (normalized), sub (the op named in errors). */
+static int infer_gather(nb_op op, nb_tensor *const *in, int n, nb_attrs *at, nb_meta *m) {
+    (void)n;
+    const char *name = err_name(op, at);
+    nb_tensor *x = in[0], *index = in[1];
+    int a = nb__axis(name, at->axes[0], x->ndim);
+    if (a < 0) return -1;
+    at->axes[0] = a;
+    if (index->ndim != x->ndim) {
+        nb__error(NB_ERR_SHAPE, "%s: index %s must have the rank of input %s", name, NB_SHAPE_STR(index), NB_SHAPE_STR(x));
+        return -1;
     }
     for (int d = 0; d < x->ndim; d++)
-        if (index->shape[d] > src->shape[d] || (d != a && index->shape[d] > x->shape[d])) {
-            nb__error(NB_ERR_SHAPE, "scatter_add: index %s exceeds src %s or input %s at axis %d", NB_SHAPE_STR(index),
-                      NB_SHAPE_STR(src), NB_SHAPE_STR(x), d);
-            return NULL;
+        if (d != a && dim_exceeds(index->shape[d], x->shape[d])) {
+            nb__error(NB_ERR_SHAPE, "%s: index %s exceeds input %s at axis %d", name, NB_SHAPE_STR(index),
+                      NB_SHAPE_STR(x), d);
+            return -1;
         }
-    if (src->dtype != x->dtype) {
-        nb__error(NB_ERR_DTYPE, "scatter_add: src dtype %s differs from input dtype %s", nb_dtype_name(src->dtype),
-                  nb_dtype_name(x->dtype));
-        return NULL;
-    }
-    const nb_backend *be = nb__backend_common("scatter_add", (nb_tensor *[]){x, index, src}, 3);
-    if (!be) return NULL;
-    nb_tensor *ix = nb__checked_index("scatter_add", index, x->shape[a]);
-    if (!ix) return NULL;
-    /* src restricted to index's extent */
-    nb_tensor *srcv = nb__tensor_view_of(src->storage, index->shape, src->stride, src->ndim, src->offset, src->dtype);
-    nb_tensor *out = srcv ? nb__tensor_new(x->shape, x->ndim, x->dtype, x->storage->device) : NULL;
-    if (out && (be->copy(out, x) != NB_OK || be->scatter_add(out, a, ix, srcv) != NB_OK)) {
-        nb_release(out);
-        out = NULL;
-    }
-    nb_release(srcv);
-    if (out && nb__should_record((nb_tensor *[]){x, src}, 2)) {
-        nb_attrs at = {.naxes = 1, .axes = {a}};
-        out = nb__record(out, NB_OP_SCATTER_ADD, (nb_tensor *[]){x, ix, src}, 3, &at);
+    if (!nb__backend_common(name, in, 2) || !index_dtype_ok(name, index)) return -1;
+    nb__meta_of(m, index);
+    m->dtype = x->dtype;
+    m->weak = false;
+    return 1;
+}
+
+static nb_status exec_gather(nb_op op, nb_tensor *const *in, int n, const nb_attrs *at, const nb_meta *m, int nout,
+                             nb_tensor **out) {
+    (void)n;
+    (void)nout;
+    nb_tensor *x = in[0];
+    int a = at->axes[0];
+    nb_tensor *ix = nb__checked_index(err_name(op, at), in[1], x->shape[a]);
+    nb_tensor *r = ix ? nb__meta_new(m, x->storage->device) : NULL;
+    if (r && nb__backend_of(x)->gather(r, x, a, ix) != NB_OK) {
+        nb_release(r);
+        r = NULL;
     }
     nb_release(ix);
-    return nb__own(out);
+    out[0] = r;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_gather = {infer_gather, exec_gather};
+
+nb_tensor *nb__gather(nb_op name_op, nb_tensor *x, int axis, nb_tensor *index) {
+    const char *name = nb__ops[name_op].name;
+    NB_CHECK_ARG(name, x);
+    NB_CHECK_ARG(name, index);
+    nb_attrs at = {.naxes = 1, .axes = {axis}, .sub = (int)name_op};
+    return nb__apply(NB_OP_GATHER, (nb_tensor *[]){x, index}, 2, &at);
+}
+
+nb_tensor *nb_gather(nb_tensor *x, int axis, nb_tensor *index) {
+    return nb__own(nb__gather(NB_OP_GATHER, x, axis, index));
+}
+
+/* SCATTER_ADD: in {x, index, src}; attrs as GATHER's. */
+static int infer_scatter_add(nb_op op, nb_tensor *const *in, int n, nb_attrs *at, nb_meta *m) {
+    (void)n;
+    const char *name = err_name(op, at);
+    nb_tensor *x = in[0], *index = in[1], *src = in[2];
+    int a = nb__axis(name, at->axes[0], x->ndim);
+    if (a < 0) return -1;
+    at->axes[0] = a;
+    if (index->ndim != x->ndim || src->ndim != x->ndim) {
+        nb__error(NB_ERR_SHAPE, "%s: input %s, index %s and src %s must share a rank", name, NB_SHAPE_STR(x),
+                  NB_SHAPE_STR(index), NB_SHAPE_STR(src));
+        return -1;
+    }
+    for (int d = 0; d < x->ndim; d++)
+        if (dim_exceeds(index->shape[d], src->shape[d]) || (d != a && dim_exceeds(index->shape[d], x->shape[d]))) {
+            nb__error(NB_ERR_SHAPE, "%s: index %s exceeds src %s or input %s at axis %d", name, NB_SHAPE_STR(index),
+                      NB_SHAPE_STR(src), NB_SHAPE_STR(x), d);
+            return -1;
+        }
+    if (src->dtype != x->dtype) {
+        nb__error(NB_ERR_DTYPE, "%s: src dtype %s differs from input dtype %s", name, nb_dtype_name(src->dtype),
+                  nb_dtype_name(x->dtype));
+        return -1;
+    }
+    if (!nb__backend_common(name, in, 3) || !index_dtype_ok(name, index)) return -1;
+    nb__meta_of(m, x);
+    m->weak = false;
+    return 1;
+}
+
+static nb_status exec_scatter_add(nb_op op, nb_tensor *const *in, int n, const nb_attrs *at, const nb_meta *m,
+                                  int nout, nb_tensor **out) {
+    (void)n;
+    (void)nout;
+    nb_tensor *x = in[0], *index = in[1], *src = in[2];
+    const nb_backend *be = nb__backend_of(x);
+    int a = at->axes[0];
+    nb_tensor *ix = nb__checked_index(err_name(op, at), index, x->shape[a]);
+    /* src restricted to index's extent */
+    nb_tensor *srcv = ix ? nb__tensor_view_of(src->storage, index->shape, src->stride, src->ndim, src->offset, src->dtype)
+                         : NULL;
+    nb_tensor *r = srcv ? nb__meta_new(m, x->storage->device) : NULL;
+    if (r && (be->copy(r, x) != NB_OK || be->scatter_add(r, a, ix, srcv) != NB_OK)) {
+        nb_release(r);
+        r = NULL;
+    }
+    nb_release(srcv);
+    nb_release(ix);
+    out[0] = r;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_scatter_add = {infer_scatter_add, exec_scatter_add};
+
+nb_tensor *nb__scatter_add(nb_op name_op, nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src) {
+    const char *name = nb__ops[name_op].name;
+    NB_CHECK_ARG(name, x);
+    NB_CHECK_ARG(name, index);
+    NB_CHECK_ARG(name, src);
+    nb_attrs at = {.naxes = 1, .axes = {axis}, .sub = (int)name_op};
+    return nb__apply(NB_OP_SCATTER_ADD, (nb_tensor *[]){x, index, src}, 3, &at);
+}
+
+nb_tensor *nb_scatter_add(nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src) {
+    return nb__own(nb__scatter_add(NB_OP_SCATTER_ADD, x, axis, index, src));
 }
 
 /* cat: the inputs agree on every axis but attrs axes[0] (normalized), whose sizes add up

@@ -3,64 +3,92 @@
 
 #include <string.h>
 
-/* MATMUL primitive: a [B..., m, k] @ b [B..., k, n], equal batch shapes. */
-static nb_tensor *matmul_prim(nb_tensor *a, nb_tensor *b) {
-    const nb_backend *be = nb__backend_common("matmul", (nb_tensor *[]){a, b}, 2);
-    if (!be) return NULL;
-    int nd = a->ndim;
-    int64_t shape[NB_MAX_DIMS];
-    memcpy(shape, a->shape, sizeof(int64_t) * (size_t)nd);
-    shape[nd - 1] = b->shape[nd - 1];
-    nb_tensor *out = nb__tensor_new(shape, nd, a->dtype, a->storage->device);
-    if (!out) return NULL;
-    if (be->matmul(out, a, b) != NB_OK) {
-        nb_release(out);
-        return NULL;
-    }
-    if (nb__should_record((nb_tensor *[]){a, b}, 2)) out = nb__record(out, NB_OP_MATMUL, (nb_tensor *[]){a, b}, 2, NULL);
-    return out;
-}
+#define DIM_STR(d) nb__dim_str((char[64]){0}, (d))
 
-nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
-    NB_CHECK_ARG("matmul", a);
-    NB_CHECK_ARG("matmul", b);
+/* MATMUL: a [A..., m, k] @ b [B..., k, n] -> [broadcast(A, B)..., m, n], of one float dtype.
+ * The checks also accept 1-D operands (as NumPy promotes them), so that nb_matmul reports
+ * errors on the operands as given before it promotes them; the primitive itself gets
+ * rank >= 2.  Dims compare with ==, so equal symbolic dims match. */
+static int infer_matmul(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *m) {
+    (void)op;
+    (void)n;
+    (void)attrs;
+    nb_tensor *a = in[0], *b = in[1];
     if (a->ndim == 0 || b->ndim == 0) {
         nb__error(NB_ERR_SHAPE, "matmul: operands must have rank >= 1, got %s and %s", NB_SHAPE_STR(a), NB_SHAPE_STR(b));
-        return NULL;
+        return -1;
     }
     if (a->dtype != b->dtype || !nb_dtype_is_float(a->dtype)) {
         nb__error(NB_ERR_DTYPE, "matmul: operands must share one float dtype, got %s and %s",
                   nb_dtype_name(a->dtype), nb_dtype_name(b->dtype));
-        return NULL;
+        return -1;
     }
     int64_t ka = a->shape[a->ndim - 1], kb = b->shape[b->ndim >= 2 ? b->ndim - 2 : 0];
     if (ka != kb) {
-        nb__error(NB_ERR_SHAPE, "matmul: inner dimensions differ: %s @ %s (%lld vs %lld)", NB_SHAPE_STR(a),
-                  NB_SHAPE_STR(b), (long long)ka, (long long)kb);
-        return NULL;
+        nb__error(NB_ERR_SHAPE, "matmul: inner dimensions differ: %s @ %s (%s vs %s)", NB_SHAPE_STR(a),
+                  NB_SHAPE_STR(b), DIM_STR(ka), DIM_STR(kb));
+        return -1;
     }
-    int64_t ba[NB_MAX_DIMS], bb[NB_MAX_DIMS], bs[NB_MAX_DIMS];
     int na = a->ndim > 2 ? a->ndim - 2 : 0, nbb = b->ndim > 2 ? b->ndim - 2 : 0;
-    memcpy(ba, a->shape, sizeof(int64_t) * (size_t)na);
-    memcpy(bb, b->shape, sizeof(int64_t) * (size_t)nbb);
-    int nbat = nb__broadcast_shapes("matmul", ba, na, bb, nbb, bs);
-    if (nbat < 0) return NULL;
+    int nbat = nb__broadcast_shapes("matmul", a->shape, na, b->shape, nbb, m->shape);
+    if (nbat < 0) return -1;
     if (nbat + 2 > NB_MAX_DIMS) {
         nb__error(NB_ERR_SHAPE, "matmul: result rank exceeds %d", NB_MAX_DIMS);
-        return NULL;
+        return -1;
     }
+    if (!nb__backend_common("matmul", in, 2)) return -1;
+    m->ndim = nbat;
+    if (a->ndim >= 2) m->shape[m->ndim++] = a->shape[a->ndim - 2];
+    if (b->ndim >= 2) m->shape[m->ndim++] = b->shape[b->ndim - 1];
+    m->dtype = a->dtype;
+    m->weak = false;
+    return 1;
+}
+
+/* t (rank >= 2) viewed with the batch dims `bat[0..nbat)` (stride 0 where broadcast), or t itself. */
+static nb_tensor *batch_expand(nb_tensor *t, const int64_t *bat, int nbat) {
+    int64_t s[NB_MAX_DIMS];
+    memcpy(s, bat, sizeof(int64_t) * (size_t)nbat);
+    s[nbat] = t->shape[t->ndim - 2];
+    s[nbat + 1] = t->shape[t->ndim - 1];
+    if (t->ndim == nbat + 2 && !memcmp(s, t->shape, sizeof(int64_t) * (size_t)t->ndim)) return nb_retain(t);
+    return nb__expand_raw(t, s, nbat + 2);
+}
+
+static nb_status exec_matmul(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *m,
+                             int nout, nb_tensor **out) {
+    (void)op;
+    (void)n;
+    (void)attrs;
+    (void)nout;
+    nb_tensor *a = in[0];
+    int nbat = m->ndim - 2;
+    nb_tensor *ae = batch_expand(a, m->shape, nbat);
+    nb_tensor *be_ = ae ? batch_expand(in[1], m->shape, nbat) : NULL;
+    nb_tensor *r = be_ ? nb__meta_new(m, a->storage->device) : NULL;
+    if (r && nb__backend_of(a)->matmul(r, ae, be_) != NB_OK) {
+        nb_release(r);
+        r = NULL;
+    }
+    nb_release(ae);
+    nb_release(be_);
+    out[0] = r;
+    return r ? NB_OK : nb_last_status();
+}
+
+const nb_kind_impl nb__kind_matmul = {infer_matmul, exec_matmul};
+
+nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
+    NB_CHECK_ARG("matmul", a);
+    NB_CHECK_ARG("matmul", b);
+    if (a->ndim >= 2 && b->ndim >= 2) return nb__own(nb__apply(NB_OP_MATMUL, (nb_tensor *[]){a, b}, 2, NULL));
+    /* 1-D operands: checked as given, then promoted to [1, k] / [k, 1] and the added axis dropped */
+    nb_meta m;
+    if (infer_matmul(NB_OP_MATMUL, (nb_tensor *[]){a, b}, 2, NULL, &m) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
     nb_tensor *a2 = a->ndim == 1 ? nb_unsqueeze(a, 0) : a;
     nb_tensor *b2 = b->ndim == 1 ? nb_unsqueeze(b, 1) : b;
-    int64_t sa[NB_MAX_DIMS], sb[NB_MAX_DIMS];
-    memcpy(sa, bs, sizeof(int64_t) * (size_t)nbat);
-    memcpy(sb, bs, sizeof(int64_t) * (size_t)nbat);
-    sa[nbat] = a2->shape[a2->ndim - 2];
-    sa[nbat + 1] = a2->shape[a2->ndim - 1];
-    sb[nbat] = b2->shape[b2->ndim - 2];
-    sb[nbat + 1] = b2->shape[b2->ndim - 1];
-    nb_tensor *ae = nb_broadcast_to(a2, sa, nbat + 2), *bE = nb_broadcast_to(b2, sb, nbat + 2);
-    nb_tensor *r = ae && bE ? nb__own(matmul_prim(ae, bE)) : NULL;
+    nb_tensor *r = a2 && b2 ? nb__own(nb__apply(NB_OP_MATMUL, (nb_tensor *[]){a2, b2}, 2, NULL)) : NULL;
     if (r && a->ndim == 1) r = nb_squeeze(r, -2);
     if (r && b->ndim == 1) r = nb_squeeze(r, -1);
     NB_COMPOSITE_RETURN(r);

@@ -126,7 +126,8 @@ int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tenso
 /** nb__apply_n for single-output ops: the unscoped result or NULL (error set). */
 nb_tensor *nb__apply(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs);
 /** Eager application with inferred meta: execute, then record on the tape when recording
- *  and an input is tracked (multi-output ops record out[0]). The executor uses it too. */
+ *  and an input is tracked (multi-output ops record out[0], whose node has out[1..nout)
+ *  appended to its inputs for the derivative rule). The executor uses it too. */
 nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
                           int nout, nb_tensor **out);
 /** A fresh concrete tensor for meta on dev (contiguous, uninitialized). Unscoped. */
@@ -222,13 +223,16 @@ nb_tensor *nb__pad_constant(nb_tensor *x, const int64_t *pads, int npad, double 
  */
 nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes);
 /**
- * index (any integer dtype) as a contiguous i64 tensor whose values are all in
- * [0, size); NB_ERR_DTYPE for float/bool indices, NB_ERR_INDEX naming the first
- * value out of range (negative indices are errors, not counted from the end).
- * Errors are reported under `op`.  Unscoped.
+ * The run-time half of an index check (for execute steps; infer has checked the
+ * integer dtype): index as a contiguous i64 tensor whose values are all in
+ * [0, size); NB_ERR_INDEX naming `op` and the first value out of range
+ * (negative indices are errors, not counted from the end); NB_ERR_STATE for a
+ * symbolic index.  Unscoped, unrecorded.
  */
 nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size);
-/** gather with errors reported under `op` (for the composites built on it). Unscoped. */
-nb_tensor *nb__gather(const char *op, nb_tensor *x, int axis, nb_tensor *index);
+/** gather / scatter_add with errors (infer and run time) reported under the name of
+ *  name_op (the primitive itself, or a composite built on it). Unscoped. */
+nb_tensor *nb__gather(nb_op name_op, nb_tensor *x, int axis, nb_tensor *index);
+nb_tensor *nb__scatter_add(nb_op name_op, nb_tensor *x, int axis, nb_tensor *index, nb_tensor *src);
 
 #endif /* NB_OPS_H */
