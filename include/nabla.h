@@ -335,7 +335,8 @@ nb_tensor *nb_zeros(const int64_t *shape, int ndim, nb_dtype dt);
 nb_tensor *nb_ones(const int64_t *shape, int ndim, nb_dtype dt);
 /** Every element set to `value` converted to dt (round-to-nearest-even; ints truncate toward zero). */
 nb_tensor *nb_full(const int64_t *shape, int ndim, double value, nb_dtype dt);
-/** Tensors shaped and typed like t (on t's device). */
+/** Tensors shaped and typed like t (on t's device).  For a symbolic t (a traced graph's,
+ *  maybe with symbolic dims) the result is symbolic too: a rank-0 constant broadcast to t's shape. */
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
 nb_tensor *nb_full_like(const nb_tensor *t, double value);
