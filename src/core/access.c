@@ -38,6 +38,7 @@ static bool inplace_ok(const char *op, nb_tensor *t) {
         nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
         return false;
     }
+    if (!nb__check_concrete(op, t)) return false;
     if (t->requires_grad && nb_grad_enabled()) {
         nb__error_set(NB_ERR_STATE, "%s: in-place update of a tensor that requires grad while recording (use no_grad)", op);
         return false;
@@ -56,6 +57,7 @@ static bool element_offset(const char *op, const nb_tensor *t, const int64_t *in
         nb__error_set(NB_ERR_NULL, "%s: index is NULL", op);
         return false;
     }
+    if (!nb__check_concrete(op, t)) return false;
     *off = t->offset;
     for (int d = 0; d < t->ndim; d++) {
         int64_t i = index[d];
@@ -92,6 +94,7 @@ static nb_status set_impl(nb_tensor *t, const int64_t *index, double value) {
 
 static nb_status item_impl(const nb_tensor *t, double *out) {
     if (!t || !out) return nb__error_set(NB_ERR_NULL, "item: tensor or out is NULL");
+    if (!nb__check_concrete("item", t)) return nb_last_status();
     if (nb__numel(t) != 1)
         return nb__error_set(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1", NB_SHAPE_STR(t),
                              (long long)nb__numel(t));
@@ -101,6 +104,7 @@ static nb_status item_impl(const nb_tensor *t, double *out) {
 
 static nb_status host_copy(const char *op, const nb_tensor *t, void *buf, size_t nbytes, bool to_host) {
     if (!t || (!buf && nbytes)) return nb__error_set(NB_ERR_NULL, "%s: tensor or buffer is NULL", op);
+    if (!nb__check_concrete(op, t)) return nb_last_status();
     size_t need = (size_t)nb__numel(t) * nb_dtype_size(t->dtype);
     if (nbytes != need)
         return nb__error_set(NB_ERR_ARG, "%s: buffer holds %zu bytes, tensor %s of %s needs %zu", op, nbytes,
@@ -139,6 +143,7 @@ static nb_status copy_from_host_impl(nb_tensor *t, const void *src, size_t nbyte
 static nb_status copy_impl(nb_tensor *dst, nb_tensor *src) {
     if (!inplace_ok("copy_", dst)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "copy_: src is NULL");
+    if (!nb__check_concrete("copy_", src)) return nb_last_status();
     const nb_backend *be = nb__backend_common("copy_", (nb_tensor *[]){dst, src}, 2);
     if (!be) return nb_last_status();
     int64_t shape[NB_MAX_DIMS];

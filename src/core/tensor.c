@@ -270,6 +270,7 @@ void *nb_data_ptr(const nb_tensor *t) {
         nb__error(NB_ERR_NULL, "data_ptr: tensor is NULL");
         return NULL;
     }
+    if (!nb__check_concrete("data_ptr", t)) return NULL;
     if (!nb__is_host(t->storage->device)) {
         nb__error(NB_ERR_DEVICE, "data_ptr: tensor lives on a non-host device");
         return NULL;

@@ -1,0 +1,155 @@
+/*
+ * run.c — the executor of compiled plans: binds the named arguments
+ * (inputs; params default to their bound tensors) with dtype, rank and
+ * symbolic-dim checks, then runs the schedule op by op — symbolic dims in
+ * attrs evaluated, infer re-run on the concrete inputs, the op executed
+ * eagerly without recording — freeing each intermediate after its last use.
+ */
+#include "compile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *OP = "compiled_run";
+
+/* The INPUT or PARAM node named name, -1 when none. */
+static int32_t find_named(const nb_graph *g, const char *name) {
+    for (int i = 0; i < g->n; i++)
+        if ((g->nodes[i].kind == NB_GNODE_INPUT || g->nodes[i].kind == NB_GNODE_PARAM) && !strcmp(g->nodes[i].name, name))
+            return i;
+    return -1;
+}
+
+static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
+
+/* Check value v against node nd's declared metadata, binding its symbolic dims. */
+static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor *v, nb_dim_binding *bind) {
+    const char *kind = nd->kind == NB_GNODE_INPUT ? "input" : "param";
+    if (!v) return nb__error(NB_ERR_NULL, "%s: %s '%s' is NULL", OP, kind, nd->name);
+    if (!nb__check_concrete(OP, v)) return nb_last_status();
+    if (!same_device(v->storage->device, c->dev))
+        return nb__error(NB_ERR_DEVICE, "%s: %s '%s' is not on the device graph '%s' was compiled for", OP, kind,
+                         nd->name, c->g->name);
+    const nb_meta *m = &nd->out[0];
+    if (v->dtype != m->dtype)
+        return nb__error(NB_ERR_DTYPE, "%s: %s '%s' has dtype %s, graph '%s' declares %s", OP, kind, nd->name,
+                         nb_dtype_name(v->dtype), c->g->name, nb_dtype_name(m->dtype));
+    if (v->ndim != m->ndim)
+        return nb__error(NB_ERR_SHAPE, "%s: %s '%s' has rank %d (shape %s), graph '%s' declares rank %d", OP, kind,
+                         nd->name, v->ndim, NB_SHAPE_STR(v), c->g->name, m->ndim);
+    for (int d = 0; d < m->ndim; d++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: %s '%.60s' axis %d", OP, kind, nd->name, d);
+        nb_status st = nb__dim_bind(what, m->shape[d], v->shape[d], bind);
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
+/* Fill the leaf slots: the named arguments, then defaults (params, constants); missing inputs fail. */
+static nb_status bind_args(const nb_compiled *c, int n, const char *const *names, nb_tensor *const *values,
+                           nb_tensor **slot, nb_dim_binding *bind) {
+    const nb_graph *g = c->g;
+    for (int i = 0; i < n; i++) {
+        if (!names[i]) return nb__error(NB_ERR_NULL, "%s: name %d is NULL", OP, i);
+        int32_t id = find_named(g, names[i]);
+        if (id < 0)
+            return nb__error(NB_ERR_ARG, "%s: graph '%s' has no input or param named '%s'", OP, g->name, names[i]);
+        if (slot[nb__slot((nb_gval){id, 0})])
+            return nb__error(NB_ERR_ARG, "%s: argument '%s' given twice", OP, names[i]);
+        nb_status st = bind_value(c, &g->nodes[id], values[i], bind);
+        if (st != NB_OK) return st;
+        slot[nb__slot((nb_gval){id, 0})] = nb_retain(values[i]);
+    }
+    for (int id = 0; id < g->n; id++) {
+        const nb_gnode *nd = &g->nodes[id];
+        nb_tensor **s = &slot[nb__slot((nb_gval){id, 0})];
+        if (nd->kind == NB_GNODE_OP || *s) continue;
+        if (nd->kind == NB_GNODE_INPUT)
+            return nb__error(NB_ERR_ARG, "%s: graph '%s' needs input '%s', which is not given", OP, g->name, nd->name);
+        *s = nb_retain(nd->value);
+    }
+    return NB_OK;
+}
+
+/* Symbolic dims inside attrs (sizes, shapes) evaluated under bind. */
+static nb_status concrete_attrs(nb_attrs *a, const char *op, const nb_dim_binding *bind) {
+    for (size_t j = 0; j < sizeof a->i / sizeof a->i[0]; j++)
+        if (nb__dim_sym(a->i[j]) && (a->i[j] = nb__dim_eval(op, a->i[j], bind)) < 0) return nb_last_status();
+    for (size_t j = 0; j < sizeof a->shape / sizeof a->shape[0]; j++)
+        if (nb__dim_sym(a->shape[j]) && (a->shape[j] = nb__dim_eval(op, a->shape[j], bind)) < 0) return nb_last_status();
+    return NB_OK;
+}
+
+static nb_status run_step(const nb_graph *g, int32_t id, nb_tensor **slot, const nb_dim_binding *bind) {
+    const nb_gnode *nd = &g->nodes[id];
+    const char *name = nb__ops[nd->op].name;
+    nb_tensor *in[8];
+    for (int i = 0; i < nd->n_in; i++) in[i] = nd->in[i].node < 0 ? NULL : slot[nb__slot(nd->in[i])];
+    nb_attrs a = nd->attrs;
+    nb_status st = concrete_attrs(&a, name, bind);
+    if (st != NB_OK) return st;
+    nb_meta meta[NB_MAX_OUTS];
+    int nout = nb__kinds[nb__ops[nd->op].kind]->infer(nd->op, in, nd->n_in, &a, meta);
+    if (nout < 0) return nb_last_status();
+    if (nout != nd->n_out)
+        return nb__error(NB_ERR_STATE, "%s: node %d (%s) gives %d outputs at run time, %d when traced", OP, (int)id,
+                         name, nout, nd->n_out);
+    nb_tensor *res[NB_MAX_OUTS];
+    st = nb__eager_apply(nd->op, in, nd->n_in, &a, meta, nout, res);
+    if (st != NB_OK) return st;
+    for (int j = 0; j < nout; j++) slot[nb__slot((nb_gval){id, j})] = res[j];
+    return NB_OK;
+}
+
+/* Ops reached from inside kernels run eagerly even while a graph is being built on this thread. */
+static nb_status eager_interp_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                                    const nb_meta *meta, int nout, nb_tensor **out) {
+    (void)self;
+    return nb__eager_apply(op, in, n, attrs, meta, nout, out);
+}
+
+static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_dim_binding *bind) {
+    nb_interp eager = {.name = "compiled", .apply = eager_interp_apply};
+    nb__interp_push(&eager);
+    nb_no_grad_begin();
+    nb_status st = NB_OK;
+    const nb_schedule *s = &c->s;
+    for (int k = 0; k < s->n && st == NB_OK; k++) {
+        st = run_step(c->g, s->node[k], slot, bind);
+        for (int f = s->free_start[k]; st == NB_OK && f < s->free_start[k + 1]; f++) {
+            nb_release(slot[s->free_slot[f]]);
+            slot[s->free_slot[f]] = NULL;
+        }
+    }
+    nb_no_grad_end();
+    nb__interp_pop(&eager);
+    return st;
+}
+
+static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
+                          nb_tensor **outputs) {
+    if (!c) return nb__error(NB_ERR_NULL, "%s: compiled plan is NULL", OP);
+    const nb_graph *g = c->g;
+    if (n < 0 || nout < 0 || nout > g->n_outputs)
+        return nb__error(NB_ERR_ARG, "%s: %d arguments and %d outputs asked (graph '%s' has %d outputs)", OP, n, nout,
+                         g->name, g->n_outputs);
+    if ((n && (!names || !values)) || (nout && !outputs))
+        return nb__error(NB_ERR_NULL, "%s: names, values or outputs is NULL", OP);
+    size_t nslots = (size_t)g->n * NB_MAX_OUTS;
+    nb_tensor **slot = nb__calloc(nslots ? nslots : 1, sizeof *slot);
+    if (!slot) return nb__error(NB_ERR_OOM, "%s: out of memory running graph '%s'", OP, g->name);
+    nb_dim_binding bind = {0};
+    nb_status st = bind_args(c, n, names, values, slot, &bind);
+    if (st == NB_OK) st = run_schedule(c, slot, &bind);
+    if (st == NB_OK)
+        for (int i = 0; i < nout; i++) outputs[i] = nb__own(nb_retain(slot[nb__slot(g->outputs[i])]));
+    for (size_t i = 0; i < nslots; i++) nb_release(slot[i]);
+    nb__free(slot);
+    return st;
+}
+
+nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
+                          nb_tensor **outputs) {
+    NB_OWN_STATUS(OP, run_impl(c, n, names, values, nout, outputs));
+}

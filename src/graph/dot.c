@@ -1,0 +1,109 @@
+/*
+ * dot.c — Graphviz DOT text of a traced graph (one node per graph node
+ * labelled with its op or name, the dtype and shape of each output with
+ * symbolic dims by name, an edge per input, the outputs marked), and the
+ * text buffer and node / edge writers the compiled plan's DOT shares.
+ */
+#include "graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void nb__text_printf(nb__text *b, const char *fmt, ...) {
+    if (b->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        size_t room = b->cap - b->n;
+        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = true;
+            return;
+        }
+        if (b->s && (size_t)k < room) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + (size_t)k + 1) cap *= 2;
+        char *s = nb__realloc(b->s, cap);
+        if (!s) {
+            b->oom = true;
+            return;
+        }
+        b->s = s;
+        b->cap = cap;
+    }
+}
+
+char *nb__text_done(nb__text *b, const char *op) {
+    if (!b->oom && b->s) return b->s;
+    nb__free(b->s);
+    nb__error(NB_ERR_OOM, "%s: out of memory for the DOT text", op);
+    return NULL;
+}
+
+/* s with '"' and '\' escaped, truncated to fit buf (128 bytes). */
+static const char *escaped(char *buf, const char *s) {
+    size_t n = 0;
+    for (; s && *s && n < 120; s++) {
+        if (*s == '"' || *s == '\\') buf[n++] = '\\';
+        buf[n++] = *s;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+static const char *KIND_LABEL[NB_GNODE_KIND_COUNT] = {"input", "param", "const", ""};
+
+void nb__dot_node(nb__text *b, const nb_graph *g, int32_t id, const char *extra) {
+    const nb_gnode *nd = &g->nodes[id];
+    char nm[128];
+    if (nd->kind == NB_GNODE_OP) nb__text_printf(b, "  n%d [label=\"%s", (int)id, nb__ops[nd->op].name);
+    else
+        nb__text_printf(b, "  n%d [shape=box, label=\"%s%s%s", (int)id, KIND_LABEL[nd->kind], nd->name ? " " : "",
+                        escaped(nm, nd->name));
+    for (int j = 0; j < nd->n_out; j++) {
+        const nb_meta *m = &nd->out[j];
+        nb__text_printf(b, "\\n%s[", nb_dtype_name(m->dtype));
+        for (int d = 0; d < m->ndim; d++) {
+            char s[64];
+            nb__text_printf(b, d ? ", %s" : "%s", nb__dim_str(s, m->shape[d]));
+        }
+        nb__text_printf(b, "]");
+    }
+    if (extra) nb__text_printf(b, "\\n%s", extra);
+    nb__text_printf(b, "\"];\n");
+}
+
+void nb__dot_edges(nb__text *b, const nb_graph *g, int32_t id) {
+    const nb_gnode *nd = &g->nodes[id];
+    for (int i = 0; i < nd->n_in; i++) {
+        if (nd->in[i].node < 0) continue;
+        nb__text_printf(b, "  n%d -> n%d", (int)nd->in[i].node, (int)id);
+        if (g->nodes[nd->in[i].node].n_out > 1) nb__text_printf(b, " [label=\"%d\"]", (int)nd->in[i].out);
+        nb__text_printf(b, ";\n");
+    }
+}
+
+char *nb_graph_to_dot(const nb_graph *g) {
+    if (!g) {
+        nb__error(NB_ERR_NULL, "graph_to_dot: graph is NULL");
+        return NULL;
+    }
+    nb__text b = {0};
+    char nm[128];
+    nb__text_printf(&b, "digraph \"%s\" {\n", escaped(nm, g->name));
+    for (int i = 0; i < g->n; i++) nb__dot_node(&b, g, i, NULL);
+    for (int i = 0; i < g->n; i++) nb__dot_edges(&b, g, i);
+    for (int i = 0; i < g->n_outputs; i++) {
+        nb__text_printf(&b, "  out%d [shape=doubleoctagon, label=\"output %s\"];\n", i,
+                        escaped(nm, g->output_names[i]));
+        nb__text_printf(&b, "  n%d -> out%d;\n", (int)g->outputs[i].node, i);
+    }
+    nb__text_printf(&b, "}\n");
+    return nb__text_done(&b, "graph_to_dot");
+}
+
+void nb_free_string(char *s) { nb__free(s); }

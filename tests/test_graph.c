@@ -1,0 +1,425 @@
+/*
+ * test_graph.c — traced graphs end to end: tracing unary / binary / where
+ * ops on symbolic [B, 4] inputs, compiling and running for several batch
+ * sizes with results bitwise equal to eager ones, the per-thread compile
+ * cache's counters and LRU eviction, params read at run time and
+ * overridden by name, merging values of two graphs, typed errors without
+ * leaks (bad arguments, data access on symbolic tensors, an unfinished
+ * graph), the verifier on hand-broken graphs, and DOT text.
+ */
+#include "support.h"
+#include "graph/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a counting allocator: outstanding blocks, to check that failures leak nothing ---- */
+
+static long live_blocks;
+
+static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        if (ptr) live_blocks--;
+        free(ptr);
+        return NULL;
+    }
+    if (!ptr) live_blocks++;
+    return realloc(ptr, nsize);
+}
+
+/* ---- helpers ---- */
+
+static void assert_same_bits(nb_tensor *got, nb_tensor *want) {
+    assert_non_null(got);
+    assert_non_null(want);
+    assert_int_equal(nb_dtype_of(got), nb_dtype_of(want));
+    assert_int_equal(nb_ndim(got), nb_ndim(want));
+    for (int d = 0; d < nb_ndim(got); d++) assert_int_equal(nb_shape(got)[d], nb_shape(want)[d]);
+    size_t nbytes = (size_t)nb_numel(want) * nb_dtype_size(nb_dtype_of(want));
+    char *a = malloc(nbytes + 1), *b = malloc(nbytes + 1);
+    assert_int_equal(nb_copy_to_host(got, a, nbytes), NB_OK);
+    assert_int_equal(nb_copy_to_host(want, b, nbytes), NB_OK);
+    assert_memory_equal(a, b, nbytes);
+    free(a);
+    free(b);
+}
+
+static void assert_error(nb_status st, nb_status want, const char *needle) {
+    if (st != want || (needle && !strstr(nb_last_message(), needle)))
+        fprintf(stderr, "got %s: %s (wanted %s containing '%s')\n", nb_status_name(st), nb_last_message(),
+                nb_status_name(want), needle ? needle : "");
+    assert_int_equal(st, want);
+    if (needle) assert_non_null(strstr(nb_last_message(), needle));
+    nb_clear_error();
+}
+
+/* The model, traced or eager: where, unary and binary ops, weak scalars (constants), two outputs. */
+static nb_tensor *model(nb_tensor *x, nb_tensor *y, nb_tensor **mask) {
+    nb_tensor *a = nb_mul(nb_exp(nb_neg(x)), 0.5);
+    nb_tensor *b = nb_relu(nb_sub(x, y));
+    *mask = nb_gt(x, y);
+    nb_tensor *c = nb_where(*mask, a, nb_tanh(y));
+    return nb_add(nb_add(c, b), nb_mul(x, nb_leaky_relu(y, 0.1)));
+}
+
+static nb_graph *model_graph(void) {
+    nb_graph *g = nb_graph_begin("model");
+    assert_non_null(g);
+    int64_t B = nb_dim("B");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(B, 4)));
+    nb_tensor *y = NBT(nb_graph_input(g, "y", NB_F32, NB_SHAPE(B, 4)));
+    nb_tensor *mask;
+    nb_tensor *out = NBT(model(x, y, &mask));
+    assert_int_equal(nb_graph_output(g, "out", out), NB_OK);
+    assert_int_equal(nb_graph_output(g, "mask", mask), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    return g;
+}
+
+static nb_status run2(nb_compiled *c, nb_tensor *x, nb_tensor *y, nb_tensor **outs) {
+    return nb_compiled_run(c, 2, (const char *[]){"x", "y"}, (nb_tensor *[]){x, y}, 2, outs);
+}
+
+/* ---- tests ---- */
+
+static void traced_matches_eager_over_batch_sizes(void **state) {
+    (void)state;
+    nb_compile_cache_clear();
+    nb_graph *g = model_graph();
+    assert_int_equal(nb_graph_verify(g), NB_OK);
+    const int64_t sizes[3] = {1, 3, 7};
+    for (int k = 0; k < 3; k++) {
+        nb_compiled *c = nb_graph_compile(g, NB_CPU);
+        assert_non_null(c);
+        assert_ptr_equal(nb_compiled_graph(c), g);
+        nb_tensor *x = NBT(nb_randn(NB_SHAPE(sizes[k], 4), NB_F32));
+        nb_tensor *y = NBT(nb_randn(NB_SHAPE(sizes[k], 4), NB_F32));
+        nb_tensor *outs[2] = {0};
+        assert_int_equal(run2(c, x, y, outs), NB_OK);
+        nb_tensor *mask;
+        nb_tensor *want = NBT(model(x, y, &mask));
+        assert_same_bits(outs[0], want);
+        assert_same_bits(outs[1], mask);
+        nb_compiled_release(c);
+    }
+    nb_compile_cache_stats s = nb_compile_cache_stats_get();
+    assert_int_equal(s.misses, 1);
+    assert_int_equal(s.hits, 2);
+    assert_int_equal(s.entries, 1);
+    assert_int_equal(s.capacity, 64);
+    nb_graph_release(g);
+    nb_compile_cache_clear();
+}
+
+static nb_graph *plus_const_graph(double v) {
+    nb_graph *g = nb_graph_begin("plus");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(nb_dim("B"))));
+    assert_int_equal(nb_graph_output(g, "out", nb_add(x, nb_graph_scalar(g, v, NB_F64))), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    return g;
+}
+
+static void cache_counts_hits_misses_evictions(void **state) {
+    (void)state;
+    nb_compile_cache_clear();
+    nb_graph *g1 = plus_const_graph(2.0), *g2 = plus_const_graph(2.0), *g3 = plus_const_graph(3.0);
+    nb_compiled *c1 = nb_graph_compile(g1, NB_CPU);
+    nb_compiled *c2 = nb_graph_compile(g2, NB_CPU); /* equal structure and constant value: a hit */
+    assert_non_null(c1);
+    assert_non_null(c2);
+    assert_ptr_equal(nb_compiled_graph(c2), g2);
+    nb_compile_cache_stats s = nb_compile_cache_stats_get();
+    assert_int_equal(s.misses, 1);
+    assert_int_equal(s.hits, 1);
+    nb_compiled *c3 = nb_graph_compile(g3, NB_CPU); /* another constant value: a miss */
+    assert_non_null(c3);
+    s = nb_compile_cache_stats_get();
+    assert_int_equal(s.misses, 2);
+    assert_int_equal(s.entries, 2);
+    assert_null(nb_graph_compile(g1, NB_REF)); /* another device (a miss), where its constant is not */
+    assert_error(nb_last_status(), NB_ERR_DEVICE, "constant");
+    s = nb_compile_cache_stats_get();
+    assert_int_equal(s.misses, 3);
+    assert_int_equal(s.entries, 2);
+    /* the constant is read back by value in each plan */
+    nb_tensor *x = NBT(nb_arange(0, 5, 1, NB_F64)), *o2, *o3;
+    assert_int_equal(nb_compiled_run(c2, 1, (const char *[]){"x"}, &x, 1, &o2), NB_OK);
+    assert_int_equal(nb_compiled_run(c3, 1, (const char *[]){"x"}, &x, 1, &o3), NB_OK);
+    assert_same_bits(o2, nb_add(x, 2.0));
+    assert_same_bits(o3, nb_add(x, 3.0));
+    /* capacity 1 keeps the most recently used plan only */
+    assert_int_equal(nb_compile_cache_set_capacity(0), NB_ERR_ARG);
+    nb_clear_error();
+    assert_int_equal(nb_compile_cache_set_capacity(1), NB_OK);
+    s = nb_compile_cache_stats_get();
+    assert_int_equal(s.entries, 1);
+    assert_int_equal(s.capacity, 1);
+    assert_int_equal(s.evictions, 1); /* g1's plan, used least recently */
+    nb_compiled *c5 = nb_graph_compile(g1, NB_CPU); /* evicted: compiled again, evicting g3's */
+    assert_non_null(c5);
+    assert_ptr_not_equal(c5, c1);
+    nb_compiled_release(c5);
+    s = nb_compile_cache_stats_get();
+    assert_int_equal(s.misses, 4);
+    assert_int_equal(s.hits, 1);
+    assert_int_equal(s.evictions, 2);
+    assert_int_equal(s.entries, 1);
+    nb_compile_cache_clear();
+    s = nb_compile_cache_stats_get();
+    assert_int_equal(s.entries, 0);
+    assert_int_equal(s.hits + s.misses + s.evictions, 0);
+    /* plans still referenced keep working after the cache dropped them */
+    assert_int_equal(nb_compiled_run(c1, 1, (const char *[]){"x"}, &x, 1, &o2), NB_OK);
+    assert_same_bits(o2, nb_add(x, 2.0));
+    assert_int_equal(nb_compile_cache_set_capacity(64), NB_OK);
+    nb_compiled_release(c1);
+    nb_compiled_release(c2);
+    nb_compiled_release(c3);
+    nb_graph_release(g1);
+    nb_graph_release(g2);
+    nb_graph_release(g3);
+}
+
+static void params_are_read_at_run_time_and_overridable(void **state) {
+    (void)state;
+    nb_tensor *w = nb_retain(NBT(nb_full(NB_SHAPE(4), 2.0, NB_F32)));
+    nb_graph *g = nb_graph_begin("scale");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    nb_tensor *pw = NBT(nb_graph_param(g, "w", w));
+    assert_int_equal(nb_graph_output(g, "y", nb_mul(x, pw)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32)), *y;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_OK);
+    assert_same_bits(y, nb_mul(xv, w));
+    assert_int_equal(nb_fill_(w, 3.0), NB_OK);
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_OK);
+    assert_same_bits(y, nb_mul(xv, 3.0));
+    nb_tensor *w2 = NBT(nb_randn(NB_SHAPE(4), NB_F32));
+    assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"w", "x"}, (nb_tensor *[]){w2, xv}, 1, &y), NB_OK);
+    assert_same_bits(y, nb_mul(xv, w2));
+    nb_tensor *w3 = NBT(nb_randn(NB_SHAPE(5), NB_F32));
+    y = NULL;
+    assert_error(nb_compiled_run(c, 2, (const char *[]){"w", "x"}, (nb_tensor *[]){w3, xv}, 1, &y), NB_ERR_SHAPE,
+                 "param 'w'");
+    assert_null(y);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    nb_release(w);
+}
+
+static void merged_graphs_give_the_right_values(void **state) {
+    (void)state;
+    /* an op on symbolic tensors of two graphs, one built inside the other */
+    nb_graph *outer = nb_graph_begin("outer");
+    nb_tensor *a = NBT(nb_graph_input(outer, "a", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    nb_graph *inner = nb_graph_begin("inner");
+    nb_tensor *b = NBT(nb_graph_input(inner, "b", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    assert_int_equal(nb_graph_output(inner, "s", nb_mul(nb_exp(a), b)), NB_OK);
+    assert_int_equal(nb_graph_end(inner), NB_OK);
+    nb_tensor *kept = nb_retain(NBT(nb_sigmoid(a))); /* a result of outer that outlives its build */
+    assert_int_equal(nb_graph_output(outer, "t", kept), NB_OK);
+    assert_int_equal(nb_graph_end(outer), NB_OK);
+    /* a result of a finished graph used while building another */
+    nb_graph *later = nb_graph_begin("later");
+    nb_tensor *c = NBT(nb_graph_input(later, "c", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    assert_int_equal(nb_graph_output(later, "u", nb_sub(kept, c)), NB_OK);
+    assert_int_equal(nb_graph_end(later), NB_OK);
+    nb_release(kept);
+
+    nb_tensor *av = NBT(nb_randn(NB_SHAPE(5, 4), NB_F32)), *bv = NBT(nb_randn(NB_SHAPE(5, 4), NB_F32)), *r;
+    nb_compiled *ci = nb_graph_compile(inner, NB_CPU), *cl = nb_graph_compile(later, NB_CPU);
+    assert_non_null(ci);
+    assert_non_null(cl);
+    assert_int_equal(nb_compiled_run(ci, 2, (const char *[]){"a", "b"}, (nb_tensor *[]){av, bv}, 1, &r), NB_OK);
+    assert_same_bits(r, nb_mul(nb_exp(av), bv));
+    assert_int_equal(nb_compiled_run(cl, 2, (const char *[]){"c", "a"}, (nb_tensor *[]){bv, av}, 1, &r), NB_OK);
+    assert_same_bits(r, nb_sub(nb_sigmoid(av), bv));
+    nb_compiled_release(ci);
+    nb_compiled_release(cl);
+    nb_graph_release(inner);
+    nb_graph_release(outer);
+    nb_graph_release(later);
+}
+
+static void bad_arguments_are_typed_errors_without_leaks(void **state) {
+    (void)state;
+    nb_graph *g = model_graph();
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    nb_tensor *x = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32)), *y = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32));
+    nb_tensor *y5 = NBT(nb_randn(NB_SHAPE(5, 4), NB_F32)), *y35 = NBT(nb_randn(NB_SHAPE(3, 5), NB_F32));
+    nb_tensor *yd = NBT(nb_randn(NB_SHAPE(3, 4), NB_F64)), *yr = NBT(nb_randn(NB_SHAPE(3, 4, 1), NB_F32));
+    nb_tensor *outs[2] = {0};
+    assert_int_equal(run2(c, x, y, outs), NB_OK); /* warm: dims interned, buffers cached */
+    nb_scope_begin();
+    long before = live_blocks;
+    outs[0] = outs[1] = NULL;
+    assert_error(nb_compiled_run(c, 2, (const char *[]){"x", "z"}, (nb_tensor *[]){x, y}, 2, outs), NB_ERR_ARG, "'z'");
+    assert_error(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 2, outs), NB_ERR_ARG, "input 'y'");
+    assert_error(nb_compiled_run(c, 2, (const char *[]){"x", "x"}, (nb_tensor *[]){x, x}, 2, outs), NB_ERR_ARG,
+                 "twice");
+    assert_error(run2(c, x, yd, outs), NB_ERR_DTYPE, "float64");
+    assert_error(run2(c, x, yr, outs), NB_ERR_SHAPE, "rank 3");
+    assert_error(run2(c, x, y5, outs), NB_ERR_SHAPE, "bound to 3 by an earlier input and to 5");
+    assert_error(run2(c, x, y35, outs), NB_ERR_SHAPE, "axis 1");
+    assert_error(run2(c, x, NULL, outs), NB_ERR_NULL, "'y'");
+    assert_error(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, (nb_tensor *[]){x, y}, 3, outs), NB_ERR_ARG, NULL);
+    assert_error(nb_compiled_run(NULL, 0, NULL, NULL, 0, NULL), NB_ERR_NULL, NULL);
+    assert_null(outs[0]);
+    assert_null(outs[1]);
+    assert_int_equal(live_blocks, before);
+    nb_scope_end();
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+static void symbolic_data_and_unfinished_graphs_are_state_errors(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("data");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    nb_tensor *e = NBT(nb_exp(x));
+    double v;
+    float buf[4];
+    assert_error(nb_item(e, &v), NB_ERR_STATE, "item");
+    assert_null(nb_data_ptr(e));
+    assert_error(nb_last_status(), NB_ERR_STATE, "data_ptr");
+    assert_null(nb_to_string(x));
+    assert_error(nb_last_status(), NB_ERR_STATE, "to_string");
+    assert_error(nb_copy_to_host(x, buf, sizeof buf), NB_ERR_STATE, "copy_to_host");
+    assert_error(nb_get(e, (const int64_t[]){0, 0}, &v), NB_ERR_STATE, "get");
+    assert_null(nb_graph_compile(g, NB_CPU));
+    assert_error(nb_last_status(), NB_ERR_STATE, "being built");
+    assert_error(nb_graph_end(g), NB_ERR_STATE, "no output");
+    assert_null(nb_graph_compile(g, NB_CPU));
+    assert_error(nb_last_status(), NB_ERR_STATE, "no output");
+    assert_null(nb_graph_build("none", NULL, NULL));
+    assert_error(nb_last_status(), NB_ERR_NULL, NULL);
+    assert_error(nb_graph_verify(NULL), NB_ERR_NULL, NULL);
+    assert_null(nb_graph_to_dot(NULL));
+    assert_error(nb_last_status(), NB_ERR_NULL, NULL);
+    nb_graph_release(g);
+}
+
+/* Break one field of a valid graph, check the verifier names the node, restore. */
+static void verifier_catches_malformed_graphs(void **state) {
+    (void)state;
+    nb_tensor *w = nb_retain(NBT(nb_full(NB_SHAPE(4), 2.0, NB_F32)));
+    nb_graph *g = nb_graph_begin("broken");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    nb_tensor *p = NBT(nb_graph_param(g, "w", w));
+    nb_tensor *ex = NBT(nb_exp(x)); /* sequenced: the node ids below depend on the order */
+    nb_tensor *pm = NBT(nb_mul(p, 2.0));
+    assert_int_equal(nb_graph_output(g, "y", nb_add(ex, pm)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    assert_int_equal(nb_graph_verify(g), NB_OK);
+    /* nodes: 0 input x, 1 param w, 2 exp, 3 const 2.0, 4 mul, 5 add */
+    assert_int_equal(nb_graph_node_count(g), 6);
+    nb_gnode *n = g->nodes;
+    assert_int_equal(n[0].kind, NB_GNODE_INPUT);
+    assert_int_equal(n[3].kind, NB_GNODE_CONST);
+    assert_int_equal(n[5].kind, NB_GNODE_OP);
+    nb_gnode saved[6];
+    memcpy(saved, n, sizeof saved);
+    nb_gval out0 = g->outputs[0];
+#define BROKEN(mutation, needle)                                                \
+    do {                                                                        \
+        mutation;                                                               \
+        assert_error(nb_graph_verify(g), NB_ERR_FORMAT, needle);                \
+        assert_null(nb_graph_compile(g, NB_CPU));                               \
+        assert_error(nb_last_status(), NB_ERR_STATE, "malformed");              \
+        memcpy(n, saved, sizeof saved);                                         \
+        g->outputs[0] = out0;                                                   \
+        g->hash = 0;                                                            \
+    } while (0)
+    BROKEN(n[2].id = 7, "node 7 (exp)");
+    BROKEN(n[2].in[0].node = 2, "node 2 (exp)");
+    BROKEN(n[2].in[0].node = 4, "node 2 (exp)");
+    BROKEN(n[2].in[0].out = 1, "node 2 (exp)");
+    BROKEN(n[5].n_in = 9, "node 5 (add)");
+    BROKEN(n[5].n_out = 0, "node 5 (add)");
+    BROKEN(n[0].name = NULL, "node 0 (input)");
+    BROKEN(n[1].name = n[0].name, "node 1 (param 'x')");
+    BROKEN(n[3].value = NULL, "node 3 (const)");
+    BROKEN(n[1].out[0].shape[0] = 5, "node 1 (param 'w')");
+    BROKEN(n[2].out[0].dtype = NB_F64, "node 2 (exp)");
+    BROKEN(n[4].out[0].shape[0] = 3, "node 4 (mul)");
+    BROKEN(n[5].out[0].ndim = 1, "node 5 (add)");
+    BROKEN(n[4].in[1] = ((nb_gval){0, 0}), "node 4 (mul)"); /* w * x is [B, 4], not w's [4] */
+    BROKEN(n[4].kind = NB_GNODE_KIND_COUNT, "node 4");
+    BROKEN(n[4].op = NB_OP_COUNT, "node 4");
+    BROKEN(g->outputs[0].node = 6, "output 'y'");
+    BROKEN(g->outputs[0].out = 1, "output 'y'");
+#undef BROKEN
+    assert_int_equal(nb_graph_verify(g), NB_OK);
+    nb_graph_release(g);
+    nb_release(w);
+}
+
+static void dot_text_names_nodes_and_dims(void **state) {
+    (void)state;
+    nb_graph *g = model_graph();
+    char *dot = nb_graph_to_dot(g);
+    assert_non_null(dot);
+    const char *want[] = {"digraph", "input x", "input y", "exp", "where", "leaky_relu", "float32[B, 4]", "bool[B, 4]",
+                          "output out", "output mask", "->"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!strstr(dot, want[i])) fprintf(stderr, "missing '%s' in\n%s", want[i], dot);
+        assert_non_null(strstr(dot, want[i]));
+    }
+    nb_free_string(dot);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    dot = nb_compiled_to_dot(c);
+    assert_non_null(dot);
+    assert_non_null(strstr(dot, "step 0"));
+    assert_non_null(strstr(dot, "where"));
+    assert_non_null(strstr(dot, "float32[B, 4]"));
+    nb_free_string(dot);
+    nb_free_string(NULL);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Nodes the outputs do not reach are not run (a failing dead op would fail the run). */
+static void dead_nodes_are_not_scheduled(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("dead");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"))));
+    NBT(nb_sin(nb_cos(x))); /* dead */
+    assert_int_equal(nb_graph_output(g, "y", nb_exp(x)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    char *dot = nb_compiled_to_dot(c);
+    assert_non_null(dot);
+    assert_null(strstr(dot, "sin"));
+    assert_null(strstr(dot, "cos"));
+    assert_non_null(strstr(dot, "exp"));
+    nb_free_string(dot);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(6), NB_F32)), *y;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_OK);
+    assert_same_bits(y, nb_exp(xv));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+int main(void) {
+    if (nb_set_allocator(counting_alloc, NULL) != NB_OK) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(traced_matches_eager_over_batch_sizes, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(cache_counts_hits_misses_evictions, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(params_are_read_at_run_time_and_overridable, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(merged_graphs_give_the_right_values, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(bad_arguments_are_typed_errors_without_leaks, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(symbolic_data_and_unfinished_graphs_are_state_errors, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(verifier_catches_malformed_graphs, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(dot_text_names_nodes_and_dims, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(dead_nodes_are_not_scheduled, nbt_setup, nbt_teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    nb_compile_cache_clear();
+    return rc;
+}
