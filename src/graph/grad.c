@@ -32,19 +32,26 @@ static void rule_node_free(nb_node *r) {
 }
 
 /* The tape-node form of graph node nd that a derivative rule reads: symbolic tensors of
- * its inputs (requires_grad set exactly on those whose gradient is wanted) and output. */
+ * its inputs (requires_grad set exactly on those whose gradient is wanted), then of its
+ * other outputs (as the tape records a multi-output op: max_pool2d's indices), and of
+ * its output. */
 static nb_node *rule_node(nb_graph *g, const nb_gnode *nd, const bool *dep) {
-    nb_node *r = nb__calloc(1, sizeof *r + sizeof(nb_tensor *) * (size_t)nd->n_in);
+    int n_in = nd->n_in + nd->n_out - 1;
+    nb_node *r = nb__calloc(1, sizeof *r + sizeof(nb_tensor *) * (size_t)n_in);
     if (!r) {
         nb__error(NB_ERR_OOM, "%s: out of memory at node %d of graph '%s'", OP, nd->id, g->name);
         return NULL;
     }
     atomic_init(&r->refs, 1);
     r->op = nd->op;
-    r->n_in = nd->n_in;
+    r->n_in = n_in;
     r->attrs = nd->attrs;
     r->out = nb__graph_tensor(g, (nb_gval){nd->id, 0});
     bool ok = r->out != NULL;
+    for (int k = nd->n_in; ok && k < n_in; k++) {
+        r->in[k] = nb__graph_tensor(g, (nb_gval){nd->id, k - nd->n_in + 1});
+        ok = r->in[k] != NULL;
+    }
     for (int k = 0; ok && k < nd->n_in; k++) {
         if (nd->in[k].node < 0) continue; /* an absent optional input */
         r->in[k] = nb__graph_tensor(g, nd->in[k]);
@@ -79,14 +86,14 @@ static nb_status back_through(nb_graph *g, const nb_gnode *nd, nb_tensor *gr, co
         nb_release(gr);
         return vjp ? nb_last_status() : NB_OK; /* inputs, params, constants: nothing above */
     }
-    nb_tensor *gin[8] = {0};
+    nb_tensor *gin[8 + NB_MAX_OUTS] = {0};
     nb_scope_begin();
     nb_status st = vjp(r, gr, gin);
     if (st == NB_OK) st = nb_last_status(); /* a failing op inside the rule */
-    for (int k = 0; k < nd->n_in; k++) gin[k] = nb__scope_take(gin[k]);
+    for (int k = 0; k < r->n_in; k++) gin[k] = nb__scope_take(gin[k]);
     nb_scope_end();
     nb_release(gr);
-    for (int k = 0; k < nd->n_in; k++) {
+    for (int k = 0; k < r->n_in; k++) {
         nb_tensor *gi = gin[k];
         if (!gi) continue;
         if (st != NB_OK || !nb_requires_grad(r->in[k])) {
