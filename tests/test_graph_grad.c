@@ -186,31 +186,72 @@ static void broadcast_reduces_with_symbolic_batch(void **state) {
     assert_int_equal(nb_shape(gr[0])[1], 4);
     assert_int_equal(nb_ndim(gr[1]), 1);
     assert_int_equal(nb_shape(gr[1])[0], 4);
-    assert_int_equal(nb_graph_output(g, "gb", gr[1]), NB_OK);
-    assert_int_equal(nb_graph_end(g), NB_OK);
-    nb_graph_release(g);
-
-    /* values: the same graph at a static batch, run, against the tape */
-    g = nb_graph_begin("bias3");
-    assert_non_null(g);
-    x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(3, 4)));
-    b = NBT(nb_graph_input(g, "b", NB_F32, NB_SHAPE(4)));
-    assert_int_equal(nb_graph_grad(NBT(bias_loss(x, b)), 2, (nb_tensor *[]){x, b}, gr), NB_OK);
     assert_int_equal(nb_graph_output(g, "gx", gr[0]), NB_OK);
     assert_int_equal(nb_graph_output(g, "gb", gr[1]), NB_OK);
     assert_int_equal(nb_graph_end(g), NB_OK);
-    float xd[12], bd[4] = {0.5f, -1.0f, 2.0f, 0.1f};
-    for (int i = 0; i < 12; i++) xd[i] = 0.3f * (float)i - 1.7f;
-    nb_tensor *xv = NBT(nb_from_data(xd, NB_SHAPE(3, 4), NB_F32)), *bv = NBT(nb_from_data(bd, NB_SHAPE(4), NB_F32));
-    nb_tensor *res[2], *want[2];
-    run_graph(g, 2, (const char *[]){"x", "b"}, (nb_tensor *[]){xv, bv}, res);
-    nb_tensor *xl = NBT(nb_clone(xv)), *bl = NBT(nb_clone(bv));
-    assert_int_equal(nb_set_requires_grad(xl, true), NB_OK);
-    assert_int_equal(nb_set_requires_grad(bl, true), NB_OK);
-    assert_int_equal(nb_autograd_grad(NBT(bias_loss(xl, bl)), NULL, (nb_tensor *[]){xl, bl}, 2, false, want), NB_OK);
-    assert_bitwise(res[0], want[0]);
-    assert_bitwise(res[1], want[1]);
+
+    /* one graph, every batch size: against the tape on the same data */
+    const float bd[4] = {0.5f, -1.0f, 2.0f, 0.1f};
+    float xd[20];
+    for (int i = 0; i < 20; i++) xd[i] = 0.3f * (float)i - 1.7f;
+    for (int64_t rows = 1; rows <= 5; rows += 2) {
+        nb_tensor *xv = NBT(nb_from_data(xd, NB_SHAPE(rows, 4), NB_F32)), *bv = NBT(nb_from_data(bd, NB_SHAPE(4), NB_F32));
+        nb_tensor *res[2], *want[2];
+        run_graph(g, 2, (const char *[]){"x", "b"}, (nb_tensor *[]){xv, bv}, res);
+        nb_tensor *xl = NBT(nb_clone(xv)), *bl = NBT(nb_clone(bv));
+        assert_int_equal(nb_set_requires_grad(xl, true), NB_OK);
+        assert_int_equal(nb_set_requires_grad(bl, true), NB_OK);
+        assert_int_equal(nb_autograd_grad(NBT(bias_loss(xl, bl)), NULL, (nb_tensor *[]){xl, bl}, 2, false, want), NB_OK);
+        assert_int_equal(nb_shape(res[0])[0], rows);
+        assert_bitwise(res[0], want[0]);
+        assert_bitwise(res[1], want[1]);
+    }
     nb_graph_release(g);
+}
+
+/* NEEDS_MERGE: matmul (MATMUL kind), transpose and sum. */
+static bool mlp_dispatch(void) { return reduce_and_view_dispatch() && nb__kinds[NB_KIND_MATMUL]->infer; }
+
+/* A two-layer perceptron's mean-free loss: sum(relu(x W1^T + b1) W2^T)^2 / 2 (W as nb_linear stores it). */
+static nb_tensor *mlp_loss(nb_tensor *x, nb_tensor *w1, nb_tensor *b1, nb_tensor *w2) {
+    nb_tensor *h = nb_relu(nb_add(nb_matmul(x, nb_transpose(w1, 0, 1)), b1));
+    return nb_mul(nb_sum(nb_square(nb_matmul(h, nb_transpose(w2, 0, 1))), NULL, 0, false), 0.5);
+}
+
+static void mlp_params_match_tape(void **state) {
+    (void)state;
+    if (!mlp_dispatch()) skip();
+    double w1d[15], b1d[5], w2d[10], xd[12];
+    for (int i = 0; i < 15; i++) w1d[i] = sin(1.3 * i);
+    for (int i = 0; i < 5; i++) b1d[i] = 0.1 * i - 0.2;
+    for (int i = 0; i < 10; i++) w2d[i] = cos(0.7 * i);
+    for (int i = 0; i < 12; i++) xd[i] = 0.25 * i - 1.4;
+    nb_tensor *w1 = NBT(nb_from_data(w1d, NB_SHAPE(5, 3), NB_F64)), *b1 = NBT(nb_from_data(b1d, NB_SHAPE(5), NB_F64));
+    nb_tensor *w2 = NBT(nb_from_data(w2d, NB_SHAPE(2, 5), NB_F64)), *xv = NBT(nb_from_data(xd, NB_SHAPE(4, 3), NB_F64));
+
+    nb_graph *g = nb_graph_begin("mlp");
+    assert_non_null(g);
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(nb_dim("N"), 3)));
+    nb_tensor *p[3] = {NBT(nb_graph_param(g, "w1", w1)), NBT(nb_graph_param(g, "b1", b1)), NBT(nb_graph_param(g, "w2", w2))};
+    nb_tensor *gr[3];
+    assert_int_equal(nb_graph_grad(NBT(mlp_loss(x, p[0], p[1], p[2])), 3, p, gr), NB_OK);
+    const char *names[] = {"gw1", "gb1", "gw2"};
+    for (int i = 0; i < 3; i++) assert_int_equal(nb_graph_output(g, names[i], gr[i]), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_tensor *res[3], *want[3];
+    run_graph(g, 1, (const char *[]){"x"}, &xv, res);
+    nb_graph_release(g);
+
+    nb_tensor *leaves[3] = {NBT(nb_clone(w1)), NBT(nb_clone(b1)), NBT(nb_clone(w2))};
+    for (int i = 0; i < 3; i++) assert_int_equal(nb_set_requires_grad(leaves[i], true), NB_OK);
+    assert_int_equal(nb_autograd_grad(NBT(mlp_loss(xv, leaves[0], leaves[1], leaves[2])), NULL, leaves, 3, false, want),
+                     NB_OK);
+    /* the tape computes a transposed weight's gradient transposed (same products, another
+     * summation layout in the GEMM), so 1e-12 relative rather than bitwise */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(nb_ndim(res[i]), nb_ndim(want[i]));
+        assert_close(res[i], want[i], 1e-12, 1e-12);
+    }
 }
 
 static void errors(void **state) {
@@ -273,6 +314,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(polynomial_higher_orders, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(unreached_wrt_is_zeros, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(broadcast_reduces_with_symbolic_batch, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(mlp_params_match_tape, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
