@@ -301,9 +301,12 @@ static void errors(void **state) {
     assert_int_equal(nb_graph_grad(s, 1, &a, gr), NB_OK); /* outer is the innermost again */
     assert_ptr_equal(gr[0]->graph, outer);
     assert_int_equal(nb_graph_output(outer, "s", s), NB_OK);
+    nb_tensor *kept[2] = {nb_retain(s), nb_retain(a)}; /* past the graph's scope */
     assert_int_equal(nb_graph_end(outer), NB_OK);
-    assert_int_equal(nb_graph_grad(s, 1, &a, gr), NB_ERR_STATE); /* no longer being built */
+    assert_int_equal(nb_graph_grad(kept[0], 1, &kept[1], gr), NB_ERR_STATE); /* no longer being built */
     assert_error(NB_ERR_STATE, "'outer' is not the graph being traced");
+    nb_release(kept[0]);
+    nb_release(kept[1]);
     nb_graph_release(inner);
     nb_graph_release(outer);
 }
