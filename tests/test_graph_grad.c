@@ -254,6 +254,75 @@ static void mlp_params_match_tape(void **state) {
     }
 }
 
+/* NEEDS_MERGE: the rules of every other kind, traced.  Each f maps x [3, 4] to a scalar. */
+static bool all_kinds_dispatch(void) {
+    const nb_op_kind ks[] = {NB_KIND_REDUCE, NB_KIND_SCAN, NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD,
+                             NB_KIND_CAT, NB_KIND_GATHER, NB_KIND_COPY, NB_KIND_MATMUL, NB_KIND_WINDOW,
+                             NB_KIND_SCATTER_ADD};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        if (!nb__kinds[ks[i]]->infer) return false;
+    return true;
+}
+
+static nb_tensor *total(nb_tensor *t) { return nb_sum(t, NULL, 0, false); }
+static nb_tensor *k_slice(nb_tensor *x) { return total(nb_exp(nb_slice(x, 1, 1, 4, 2))); }
+static nb_tensor *k_select(nb_tensor *x) { return total(nb_sin(nb_select(x, 0, 2))); }
+static nb_tensor *k_cat(nb_tensor *x) { return total(nb_square(nb_cat((nb_tensor *[]){x, nb_exp(x)}, 2, 1))); }
+static nb_tensor *k_pad(nb_tensor *x) {
+    return total(nb_exp(nb_pad(x, (int64_t[]){1, -1, 2, 0}, 4, NB_PAD_CONSTANT, 0.5)));
+}
+static nb_tensor *k_gather(nb_tensor *x) {
+    nb_tensor *idx = nb_from_data((int64_t[]){3, 0, 0, 1, 2, 2}, NB_SHAPE(3, 2), NB_I64);
+    return total(nb_square(nb_gather(x, 1, idx)));
+}
+static nb_tensor *k_scans(nb_tensor *x) { return total(nb_mul(nb_cumsum(x, 1), nb_cumprod(x, 0))); }
+static nb_tensor *k_prod_max(nb_tensor *x) {
+    return nb_add(total(nb_prod(x, NB_AXES(1), false)), total(nb_max(nb_square(x), NB_AXES(0), false)));
+}
+static nb_tensor *k_layout(nb_tensor *x) {
+    nb_tensor *t = nb_reshape(nb_permute(x, NB_AXES(1, 0)), NB_SHAPE(2, 2, 3));
+    return total(nb_mul(nb_exp(t), nb_broadcast_to(nb_reshape(nb_select(x, 0, 0), NB_SHAPE(2, 2, 1)), NB_SHAPE(2, 2, 3))));
+}
+static nb_tensor *k_softmax(nb_tensor *x) {
+    return nb_add(total(nb_square(nb_softmax(x, 1))), nb_mean(nb_log_softmax(x, 0), NULL, 0, false));
+}
+static nb_tensor *k_matmul(nb_tensor *x) { return total(nb_tanh(nb_matmul(x, nb_transpose(x, 0, 1)))); }
+static nb_tensor *k_pool(nb_tensor *x) {
+    nb_tensor *img = nb_reshape(nb_exp(x), NB_SHAPE(1, 1, 3, 4));
+    return nb_add(total(nb_square(nb_max_pool2d(img, NB_POOL2D(1, 2)))), total(nb_avg_pool2d(img, NB_POOL2D(3, 2), false)));
+}
+static nb_tensor *k_cast(nb_tensor *x) { return total(nb_cast(nb_exp(nb_cast(x, NB_F32)), NB_F64)); }
+
+static void other_kinds_match_tape(void **state) {
+    (void)state;
+    if (!all_kinds_dispatch()) skip();
+    nb_tensor *(*const fs[])(nb_tensor *) = {k_slice, k_select, k_cat, k_pad, k_gather, k_scans,
+                                             k_prod_max, k_layout, k_softmax, k_matmul, k_pool, k_cast};
+    const char *names[] = {"slice", "select", "cat", "pad", "gather", "scans", "prod_max", "layout", "softmax", "matmul", "pool", "cast"};
+    double xd[12] = {0.5, -1.25, 2.0, 0.0, 1.5, -0.75, 0.25, 3.0, -2.0, 1.0, 0.0, -0.5};
+    nb_tensor *xv = NBT(nb_from_data(xd, NB_SHAPE(3, 4), NB_F64));
+    for (size_t k = 0; k < sizeof fs / sizeof fs[0]; k++) {
+        nb_graph *g = nb_graph_begin(names[k]);
+        assert_non_null(g);
+        nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(3, 4))), *gx;
+        nb_tensor *loss = fs[k](x);
+        if (!loss) fprintf(stderr, "%s: %s\n", names[k], nb_last_message());
+        assert_non_null(loss);
+        assert_int_equal(nb_graph_grad(loss, 1, &x, &gx), NB_OK);
+        assert_int_equal(nb_graph_output(g, "gx", gx), NB_OK);
+        assert_int_equal(nb_graph_end(g), NB_OK);
+        nb_tensor *res, *want, *xl = NBT(nb_clone(xv));
+        run_graph(g, 1, (const char *[]){"x"}, &xv, &res);
+        nb_graph_release(g);
+        assert_int_equal(nb_set_requires_grad(xl, true), NB_OK);
+        assert_int_equal(nb_autograd_grad(NBT(fs[k](xl)), NULL, &xl, 1, false, &want), NB_OK);
+        if (nbt_close_ratio(res, want, 1e-12, 1e-12) > 1) {
+            fprintf(stderr, "%s: graph gradient differs from the tape's\n", names[k]);
+            fail();
+        }
+    }
+}
+
 static void errors(void **state) {
     (void)state;
     nb_tensor *gr[1];
@@ -318,6 +387,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(unreached_wrt_is_zeros, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(broadcast_reduces_with_symbolic_batch, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(mlp_params_match_tape, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(other_kinds_match_tape, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

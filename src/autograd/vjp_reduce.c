@@ -69,7 +69,7 @@ RULE(prod) {
  * (a NaN extreme: among the NaNs), as torch's evenly_distribute_backward. */
 static nb_status extreme(const nb_node *n, nb_tensor *g, nb_tensor **gin,
                          nb_tensor *(*f)(nb_tensor *, const int *, int, bool)) {
-    nb_tensor *v = nb_detach(recompute(n, f));
+    nb_tensor *v = recompute(n, f); /* only compared (bool results): no gradient flows through it */
     nb_tensor *both_nan = nb_logical_and(nb_ne(X, X), nb_ne(v, v));
     nb_tensor *m = nb_cast(nb_logical_or(nb_eq(X, v), both_nan), g->dtype);
     nb_tensor *cnt = nb_sum(m, n->attrs.axes, n->attrs.naxes, true);
