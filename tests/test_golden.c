@@ -9,6 +9,10 @@
  * cases, and gradient cases when it is differentiable, unless NO_GOLDEN below
  * names it with the reason.  Zeros in forward outputs are compared with their
  * sign (PyTorch's signed-zero convention).
+ * Each case is also replayed traced (forward outputs only): the C entry's
+ * inputs are symbolic graph inputs, its outputs graph outputs; the graph is
+ * compiled and run on the concrete golden inputs and compared like the eager
+ * outputs, and bitwise with the eager CPU results.
  */
 #include "golden_reader.h"
 #include "support.h"
@@ -44,6 +48,10 @@ typedef struct gctx {
     const char *leaf_names[MAX_LEAVES];
     int nleaves;
     char problem[512];           /* first mismatch between the C entry and the golden case */
+    nb_graph *graph;             /* traced replay: the graph being built (NULL: eager) */
+    const char *arg_names[MAX_TENSORS]; /* its inputs: names, concrete run arguments, symbolic tensors */
+    nb_tensor *args[MAX_TENSORS], *syms[MAX_TENSORS];
+    int nargs;
 } gctx;
 
 static void problem(gctx *g, const char *fmt, const char *arg) {
@@ -63,10 +71,30 @@ static const nbg_tensor *lookup(gctx *g, const char *role, const char *name, boo
     return NULL;
 }
 
-/* Input `name` on the case's device; a tracked host leaf when the case has its gradient. */
+/* Traced replay: the symbolic graph input standing for golden input t (one per name); the
+ * concrete tensor is kept (retained past the graph's scope) as the run argument. */
+static nb_tensor *traced_input(gctx *g, const nbg_tensor *t) {
+    const char *name = t->name + 3;
+    for (int i = 0; i < g->nargs; i++)
+        if (!strcmp(g->arg_names[i], name)) return g->syms[i];
+    nb_tensor *x = nb_retain(nbg_to_tensor(t));
+    nb_tensor *s = x ? nb_graph_input(g->graph, name, nb_dtype_of(x), nb_shape(x), nb_ndim(x)) : NULL;
+    if (!s) {
+        nb_release(x);
+        return NULL;
+    }
+    g->arg_names[g->nargs] = name;
+    g->args[g->nargs] = x;
+    g->syms[g->nargs++] = s;
+    return s;
+}
+
+/* Input `name` on the case's device; a tracked host leaf when the case has its gradient.
+ * Traced: a symbolic graph input. */
 static nb_tensor *input(gctx *g, const char *name, bool optional) {
     const nbg_tensor *t = lookup(g, "in", name, optional);
     if (!t) return NULL;
+    if (g->graph) return traced_input(g, t);
     nb_tensor *x = nbg_to_tensor(t);
     char gname[128];
     snprintf(gname, sizeof gname, "grad.%s", name);
@@ -496,8 +524,8 @@ static int count_role(const nbg_case *c, const char *prefix) {
     return n;
 }
 
-/* Compare outputs and gradients of a case that ran; returns the first failure or NULL. */
-static const char *check_case(gctx *g, stats *st, char *why, size_t len) {
+/* Compare outputs and (with grads) gradients of a case that ran; returns the first failure or NULL. */
+static const char *check_case(gctx *g, bool with_grads, stats *st, char *why, size_t len) {
     const nbg_tensor *tol = lookup(g, "tol", "atol", true);
     st->f32_atol = tol ? nbg_at(tol, 0) : F32_ATOL;
     int nwant = count_role(g->c, "out.");
@@ -512,6 +540,7 @@ static const char *check_case(gctx *g, stats *st, char *why, size_t len) {
         const char *r = w ? compare(g->outs[k], w, true, st, why, len) : "missing output";
         if (r) return r;
     }
+    if (!with_grads) return NULL;
     if (g->nleaves != count_role(g->c, "grad.")) {
         snprintf(why, len, "%d differentiated inputs, the golden case has %d gradients", g->nleaves,
                  count_role(g->c, "grad."));
@@ -535,6 +564,15 @@ static const char *check_case(gctx *g, stats *st, char *why, size_t len) {
     return NULL;
 }
 
+/* A golden tensor the C entry did not read (outputs, gradients and, forward only, seeds aside). */
+static void check_all_used(gctx *g, bool grads) {
+    for (int i = 0; i < g->c->ntensors && !g->problem[0]; i++) {
+        const char *nm = g->c->tensors[i].name;
+        if (!g->used[i] && strncmp(nm, "out.", 4) && strncmp(nm, "grad.", 5) && (grads || strncmp(nm, "seed.", 5)))
+            problem(g, "golden tensor '%s' is not used by the C entry", nm);
+    }
+}
+
 static void run_case(const nbg_case *c, const entry *e, nb_device dev, stats *st) {
     gctx g = {.c = c, .dev = dev};
     char why[640] = {0};
@@ -546,10 +584,8 @@ static void run_case(const nbg_case *c, const entry *e, nb_device dev, stats *st
         nb_clear_error();
         nb_scope_begin();
         e->run(&g, e);
-        fail_reason = check_case(&g, st, why, sizeof why);
-        for (int i = 0; i < c->ntensors && !fail_reason && !g.problem[0]; i++)
-            if (!g.used[i] && strncmp(c->tensors[i].name, "out.", 4) && strncmp(c->tensors[i].name, "grad.", 5))
-                problem(&g, "golden tensor '%s' is not used by the C entry", c->tensors[i].name);
+        fail_reason = check_case(&g, true, st, why, sizeof why);
+        if (!fail_reason) check_all_used(&g, true);
         if (g.problem[0]) fail_reason = g.problem;
         nb_scope_end();
     }
@@ -558,6 +594,100 @@ static void run_case(const nbg_case *c, const entry *e, nb_device dev, stats *st
         st->failures++;
         fprintf(stderr, "FAIL %s [%s]: %s\n", c->name, dev.type == NB_DEVICE_REF ? "ref" : "cpu", fail_reason);
     }
+}
+
+/* Why the outputs of a traced run differ bitwise from the eager CPU ones (NULL: they do not). */
+static const char *bitwise_diff(nb_tensor *const *got, nb_tensor *const *want, int n, char *why, size_t len) {
+    for (int k = 0; k < n; k++) {
+        bool same = want[k] && nb_dtype_of(got[k]) == nb_dtype_of(want[k]) && nb_ndim(got[k]) == nb_ndim(want[k]);
+        for (int d = 0; same && d < nb_ndim(got[k]); d++) same = nb_shape(got[k])[d] == nb_shape(want[k])[d];
+        size_t nbytes = same ? (size_t)nb_numel(want[k]) * nb_dtype_size(nb_dtype_of(want[k])) : 0;
+        char *a = same ? malloc(nbytes + 1) : NULL, *b = same ? malloc(nbytes + 1) : NULL;
+        same = same && a && b && nb_copy_to_host(got[k], a, nbytes) == NB_OK &&
+               nb_copy_to_host(want[k], b, nbytes) == NB_OK && !memcmp(a, b, nbytes);
+        free(a);
+        free(b);
+        if (!same) {
+            snprintf(why, len, "traced output %d differs from the eager CPU result (dtype, shape or bits)", k);
+            return why;
+        }
+    }
+    return NULL;
+}
+
+/* Trace the C entry into a graph (golden inputs as graph inputs), compile it, run it on the
+ * golden inputs; NULL on success with the results in g->outs, else the reason. */
+static const char *trace_compile_run(gctx *g, const entry *e, char *why, size_t len) {
+    g->graph = nb_graph_begin(g->c->name);
+    if (!g->graph) return "graph_begin failed";
+    e->run(g, e);
+    nb_status st = NB_OK;
+    for (int k = 0; k < g->nout && st == NB_OK; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "%d", k);
+        st = g->outs[k] ? nb_graph_output(g->graph, name, g->outs[k]) : nb_last_status();
+    }
+    nb_status se = nb_graph_end(g->graph);
+    const char *stage = st != NB_OK ? "tracing" : se != NB_OK ? "graph_end" : "compiling";
+    nb_compiled *cp = st == NB_OK && se == NB_OK ? nb_graph_compile(g->graph, NB_CPU) : NULL;
+    nb_tensor *res[MAX_OUT] = {0};
+    if (cp) {
+        stage = "running";
+        st = nb_compiled_run(cp, g->nargs, g->arg_names, g->args, g->nout, res);
+    }
+    nb_compiled_release(cp);
+    nb_graph_release(g->graph);
+    g->graph = NULL;
+    for (int i = 0; i < g->nargs; i++) nb_release(g->args[i]);
+    if (!cp || st != NB_OK) {
+        g->nout = 0;
+        snprintf(why, len, "%s failed: %s: %s", stage, nb_status_name(nb_last_status()), nb_last_message());
+        return why;
+    }
+    memcpy(g->outs, res, sizeof(nb_tensor *) * (size_t)g->nout);
+    return NULL;
+}
+
+/* The traced replay of a case on the CPU: goldens as in the eager mode, and the eager CPU
+ * results bitwise.  Forward outputs only. */
+static void run_case_traced(const nbg_case *c, const entry *e, stats *st) {
+    gctx g = {.c = c, .dev = NB_CPU}, eager = {.c = c, .dev = NB_CPU};
+    char why[640] = {0};
+    const char *fail_reason = NULL;
+    if (c->ntensors > MAX_TENSORS) {
+        fail_reason = "too many tensors";
+    } else {
+        st->current = c->name;
+        nb_clear_error();
+        nb_scope_begin();
+        e->run(&eager, e);
+        fail_reason = trace_compile_run(&g, e, why, sizeof why);
+        if (!fail_reason) fail_reason = check_case(&g, false, st, why, sizeof why);
+        if (!fail_reason && eager.nout == g.nout) fail_reason = bitwise_diff(g.outs, eager.outs, g.nout, why, sizeof why);
+        if (!fail_reason) check_all_used(&g, false);
+        if (g.problem[0]) fail_reason = g.problem;
+        nb_scope_end();
+    }
+    st->cases++;
+    if (fail_reason) {
+        st->failures++;
+        fprintf(stderr, "FAIL %s [traced]: %s\n", c->name, fail_reason);
+    }
+}
+
+/* TRANSITION (branch `compile`): only the ops whose kind has an infer rule at the dispatch
+ * point (unary, binary, where on this branch) can be traced yet; the traced replay skips the
+ * others and counts them.  Remove this function and its one call after the merge: then
+ * every case must trace. */
+static bool traceable_on_this_branch(const entry *e) {
+    size_t kl = strlen(e->key);
+    for (int op = 0; op < nb_op_count(); op++) {
+        size_t nl = strlen(nb_op_name(op));
+        bool named = !strncmp(nb_op_name(op), e->key, nl) &&
+                     (kl == nl || (kl == nl + 3 && (!strcmp(e->key + nl, "_sf") || !strcmp(e->key + nl, "_si"))));
+        if (named) return nb__kinds[nb__ops[op].kind] && nb__kinds[nb__ops[op].kind]->infer;
+    }
+    return false;
 }
 
 /* The entry of case c; counts the hit, and the gradient hit when c has a grad.* tensor. */
@@ -655,7 +785,7 @@ static void golden_cases_match_torch(void **state) {
     if (!nfiles) fprintf(stderr, "no *.nbg files in %s (set NB_GOLDEN_DIR)\n", golden_dir());
     assert_true(nfiles > 0);
     stats st = {0};
-    int hits[NENTRIES] = {0}, grad_hits[NENTRIES] = {0}, missing = 0;
+    int hits[NENTRIES] = {0}, grad_hits[NENTRIES] = {0}, missing = 0, untraced = 0;
     for (int f = 0; f < nfiles; f++) {
         nbg_file gf;
         char err[256];
@@ -672,6 +802,8 @@ static void golden_cases_match_torch(void **state) {
             }
             run_case(&gf.cases[i], e, NB_CPU, &st);
             run_case(&gf.cases[i], e, NB_REF, &st);
+            if (traceable_on_this_branch(e)) run_case_traced(&gf.cases[i], e, &st);
+            else untraced++;
         }
         nbg_free(&gf);
         free(paths[f]);
@@ -683,6 +815,7 @@ static void golden_cases_match_torch(void **state) {
         }
     missing += check_op_coverage(hits, grad_hits);
     printf("golden: %d files, %d case runs, %d failures, %d unmatched\n", nfiles, st.cases, st.failures, missing);
+    printf("golden: %d cases not replayed traced (their ops do not trace on this branch yet)\n", untraced);
     printf("golden: worst error/tolerance f32 %.3g (%s), f64 %.3g (%s)\n", st.worst[0], st.worst_at[0], st.worst[1],
            st.worst_at[1]);
     assert_int_equal(st.failures, 0);
