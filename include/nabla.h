@@ -335,7 +335,8 @@ nb_tensor *nb_zeros(const int64_t *shape, int ndim, nb_dtype dt);
 nb_tensor *nb_ones(const int64_t *shape, int ndim, nb_dtype dt);
 /** Every element set to `value` converted to dt (round-to-nearest-even; ints truncate toward zero). */
 nb_tensor *nb_full(const int64_t *shape, int ndim, double value, nb_dtype dt);
-/** Tensors shaped and typed like t (on t's device). */
+/** Tensors shaped and typed like t (on t's device).  For a symbolic t (a traced graph's,
+ *  maybe with symbolic dims) the result is symbolic too: a rank-0 constant broadcast to t's shape. */
 nb_tensor *nb_zeros_like(const nb_tensor *t);
 nb_tensor *nb_ones_like(const nb_tensor *t);
 nb_tensor *nb_full_like(const nb_tensor *t, double value);
@@ -903,7 +904,8 @@ bool nb_is_leaf(const nb_tensor *t);
 nb_tensor *nb_grad(nb_tensor *t);
 /** Drop t's accumulated gradient. */
 void nb_zero_grad(nb_tensor *t);
-/** A view of t sharing storage but cut from the tape (requires_grad false). */
+/** A view of t sharing storage but cut from the tape (requires_grad false).  For a symbolic
+ *  t the same graph value: nb_graph_grad still differentiates through it (no stop-gradient yet). */
 nb_tensor *nb_detach(nb_tensor *t);
 
 /**

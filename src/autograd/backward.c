@@ -4,7 +4,7 @@
  * (from the op table), reduction of broadcast gradients to input shapes,
  * and accumulation into leaves or into requested outputs.
  */
-#include "../ops/ops.h"
+#include "vjp.h"
 
 #include <string.h>
 
@@ -91,8 +91,7 @@ static nb_status accumulate_leaf(nb_tensor *leaf, nb_tensor *g) {
     return NB_OK;
 }
 
-/* Make g match input x: sum broadcast axes, cast dtype. Consumes g. */
-static nb_tensor *conform(nb_tensor *g, const nb_tensor *x) {
+nb_tensor *nb__grad_conform(nb_tensor *g, const nb_tensor *x) {
     if (!g) return NULL;
     if (!nb__same_shape(g, x)) {
         nb_tensor *s = nb__sum_to(g, x->shape, x->ndim);
@@ -187,7 +186,7 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
             for (int i = 0; i < n->n_in && st == NB_OK; i++) {
                 nb_tensor *x = n->in[i];
                 if (!gin[i] || !nb__tracked(x)) continue;
-                nb_tensor *gi = conform(gin[i], x);
+                nb_tensor *gi = nb__grad_conform(gin[i], x);
                 gin[i] = NULL;
                 if (!gi) {
                     st = nb_last_status() ? nb_last_status() : NB_ERR_OOM;

@@ -3,7 +3,7 @@
  * on and an input is tracked; the per-thread no_grad switch; leaf flags,
  * accumulated gradients and detach.
  */
-#include "../ops/ops.h"
+#include "../graph/graph.h"
 
 static _Thread_local int tl_no_grad;
 static atomic_ulong node_seq;
@@ -97,5 +97,7 @@ void nb_zero_grad(nb_tensor *t) {
 
 nb_tensor *nb_detach(nb_tensor *t) {
     NB_CHECK_ARG("detach", t);
+    /* graphs have no tape: a traced value detaches to itself (the IR has no stop-gradient node) */
+    if (nb__is_symbolic(t)) return nb__own(nb__graph_tensor(t->graph, (nb_gval){t->gnode, t->gout}));
     return nb__own(nb__tensor_view_of(t->storage, t->shape, t->stride, t->ndim, t->offset, t->dtype));
 }

@@ -1,8 +1,17 @@
-/* vjp.h — declarations of every derivative rule named RULE in ops.def. */
+/* vjp.h — declarations of every derivative rule named RULE in ops.def, and the gradient conformance step both reverse passes share. */
 #ifndef NB_VJP_H
 #define NB_VJP_H
 
 #include "../ops/ops.h"
+
+/**
+ * The gradient g of an op result made to match that op's input x: summed
+ * over the axes x was broadcast along (nb_sum over axes + reshape, so
+ * symbolic shapes work too), then cast to x's dtype.  Consumes g (owned,
+ * unscoped); returns the owned result, NULL with an error (or for a NULL g).
+ * Shared by the tape's backward pass and nb_graph_grad.
+ */
+nb_tensor *nb__grad_conform(nb_tensor *g, const nb_tensor *x);
 
 #define NB_VJP_DECL_RULE(name) nb_status nb__vjp_##name(const nb_node *node, nb_tensor *g, nb_tensor **gin);
 #define NB_VJP_DECL_NONE(name)

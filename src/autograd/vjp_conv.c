@@ -28,9 +28,7 @@ RULE(max_pool2d) {
 
 /* out.flat[idx[i]] += x[i], so dx[i] = g.flat[idx[i]] within each [N, C] plane. */
 RULE(max_unpool2d) {
-    const int64_t *s = X->shape, *gs = g->shape;
-    nb_tensor *gp = nb_reshape(g, NB_SHAPE(gs[0], gs[1], gs[2] * gs[3]));
-    nb_tensor *ip = nb_reshape(n->in[1], NB_SHAPE(s[0], s[1], s[2] * s[3]));
-    gin[0] = nb_reshape(nb_gather(gp, 2, ip), s, 4);
+    nb_tensor *gp = nb_flatten(g, 2, 3), *ip = nb_flatten(n->in[1], 2, 3);
+    gin[0] = nb_reshape(nb_gather(gp, 2, ip), X->shape, 4);
     return NB_OK;
 }

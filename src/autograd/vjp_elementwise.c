@@ -3,7 +3,8 @@
  * written with public ops so they can be differentiated again (create_graph).
  * Rules recompute from the inputs instead of reusing the detached output
  * wherever the output's own derivative would matter.  Formulas follow the
- * derivatives in PyTorch's tools/autograd/derivatives.yaml.
+ * derivatives in PyTorch's tools/autograd/derivatives.yaml.  Only public ops
+ * and metadata are used, so that traced (nb_graph_grad) they build graph nodes.
  */
 #include "vjp.h"
 
@@ -34,11 +35,9 @@ RULE(sigmoid) {
     gin[0] = nb_mul(g, nb_mul(s, nb_sub(nb_ones_like(s), s)));
     return NB_OK;
 }
-/* A rank-0 zero of g's dtype on g's device: broadcast by stride 0, never materialized. */
-static nb_tensor *zero_of(nb_tensor *g) { return nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)); }
-
-/* where() instead of g * mask: no bool -> float conversion pass on the hot path. */
-RULE(relu) { gin[0] = nb_where(nb_gt(X, 0.0), g, zero_of(g)); return NB_OK; }
+/* masked_fill (a where with a rank-0 zero, never materialized) instead of g * mask: no
+ * bool -> float conversion pass on the hot path; 0 where x > 0 fails (NaN included). */
+RULE(relu) { gin[0] = nb_masked_fill(g, nb_logical_not(nb_gt(X, 0.0)), 0.0); return NB_OK; }
 RULE(leaky_relu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_full_like(X, P0))); return NB_OK; }
 RULE(elu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_mul(nb_exp(X), P0))); return NB_OK; }
 RULE(gelu) {
@@ -90,7 +89,7 @@ RULE(div) {
 RULE(pow) {
     nb_tensor *zero = nb_zeros_like(g);
     gin[0] = nb_mul(g, nb_where(nb_eq(B, 0.0), zero, nb_mul(B, nb_pow(A, nb_sub(B, 1.0)))));
-    if (nb__tracked(B)) {
+    if (nb_requires_grad(B)) { /* the exponent's gradient only where it is wanted */
         nb_tensor *at0 = nb_logical_and(nb_eq(A, 0.0), nb_ge(B, 0.0));
         nb_tensor *safe = nb_where(at0, nb_ones_like(A), A);
         gin[1] = nb_mul(g, nb_where(at0, zero, nb_mul(nb_pow(A, B), nb_log(safe))));

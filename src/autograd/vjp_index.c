@@ -3,10 +3,12 @@
 
 #define RULE(name) nb_status nb__vjp_##name(const nb_node *n, nb_tensor *g, nb_tensor **gin)
 
-/* True when t's last two axes are a transposed (column-major) layout. */
+/* True when t's last two axes are a transposed (column-major) layout (public metadata;
+ * a symbolic tensor has no layout yet, all strides 0, so it never is). */
 static bool col_major(const nb_tensor *t) {
-    int d = t->ndim;
-    return t->stride[d - 2] == 1 && t->stride[d - 1] != 1 && t->shape[d - 2] > 1;
+    int d = nb_ndim(t);
+    const int64_t *st = nb_strides(t);
+    return st[d - 2] == 1 && st[d - 1] != 1 && nb_shape(t)[d - 2] > 1;
 }
 
 /* d(a@b) = g b^T for a, a^T g for b.  An operand that is a transposed view (as the
@@ -19,8 +21,8 @@ static nb_tensor *mm_grad(nb_tensor *lhs, nb_tensor *rhs, bool transposed) {
 
 RULE(matmul) {
     nb_tensor *a = n->in[0], *b = n->in[1];
-    if (nb__tracked(a)) gin[0] = mm_grad(g, nb_transpose(b, -1, -2), col_major(a));
-    if (nb__tracked(b)) gin[1] = mm_grad(nb_transpose(a, -1, -2), g, col_major(b));
+    if (nb_requires_grad(a)) gin[0] = mm_grad(g, nb_transpose(b, -1, -2), col_major(a));
+    if (nb_requires_grad(b)) gin[1] = mm_grad(nb_transpose(a, -1, -2), g, col_major(b));
     return NB_OK;
 }
 
@@ -43,7 +45,7 @@ static nb_tensor *pad_to(nb_tensor *t, const nb_tensor *like) {
 RULE(scatter_add) {
     nb_tensor *src = n->in[2];
     gin[0] = nb__own(nb_retain(g));
-    if (nb__tracked(src)) gin[2] = pad_to(nb_gather(g, n->attrs.axes[0], n->in[1]), src);
+    if (nb_requires_grad(src)) gin[2] = pad_to(nb_gather(g, n->attrs.axes[0], n->in[1]), src);
     return NB_OK;
 }
 
@@ -52,7 +54,7 @@ RULE(cat) {
     int64_t off = 0;
     for (int i = 0; i < n->n_in; i++) {
         int64_t len = n->in[i]->shape[a];
-        if (nb__tracked(n->in[i])) gin[i] = nb_narrow(g, a, off, len);
+        if (nb_requires_grad(n->in[i])) gin[i] = nb_narrow(g, a, off, len);
         off += len;
     }
     return NB_OK;

@@ -38,7 +38,7 @@ static nb_tensor *others_product(nb_tensor *x) {
  * The reduced axes are moved last and merged into one axis to form the products. */
 RULE(prod) {
     int nd = X->ndim, perm[NB_MAX_DIMS], inv[NB_MAX_DIMS], kept = 0;
-    int64_t merged[NB_MAX_DIMS + 1], count = 1;
+    int64_t merged[NB_MAX_DIMS + 1], rdims[NB_MAX_DIMS];
     bool reduced[NB_MAX_DIMS] = {false};
     for (int i = 0; i < n->attrs.naxes; i++) reduced[n->attrs.axes[i]] = true;
     for (int d = 0; d < nd; d++)
@@ -48,10 +48,12 @@ RULE(prod) {
         }
     for (int d = 0, k = kept; d < nd; d++)
         if (reduced[d]) {
-            count *= X->shape[d];
+            rdims[k - kept] = X->shape[d];
             perm[k++] = d;
         }
     for (int d = 0; d < nd; d++) inv[perm[d]] = d;
+    int64_t count = nb__dims_prod("prod", rdims, nd - kept); /* symbolic dims allowed (traced) */
+    if (count == -1) return nb_last_status();
     merged[kept] = count;
     if (count == 0) { /* an empty reduction: x, and so its gradient, has no elements */
         gin[0] = nb_zeros_like(X);
@@ -67,7 +69,7 @@ RULE(prod) {
  * (a NaN extreme: among the NaNs), as torch's evenly_distribute_backward. */
 static nb_status extreme(const nb_node *n, nb_tensor *g, nb_tensor **gin,
                          nb_tensor *(*f)(nb_tensor *, const int *, int, bool)) {
-    nb_tensor *v = nb_detach(recompute(n, f));
+    nb_tensor *v = recompute(n, f); /* only compared (bool results): no gradient flows through it */
     nb_tensor *both_nan = nb_logical_and(nb_ne(X, X), nb_ne(v, v));
     nb_tensor *m = nb_cast(nb_logical_or(nb_eq(X, v), both_nan), g->dtype);
     nb_tensor *cnt = nb_sum(m, n->attrs.axes, n->attrs.naxes, true);
@@ -119,10 +121,13 @@ static nb_tensor *cumprod_grad_pairs(nb_tensor *x, nb_tensor *g, int a) {
     return nb_transpose(sum, a, last);
 }
 
+/* Traced (nb_graph_grad) there is no data to count zeros in, and the gradient may be
+ * differentiated again: the pairs form wherever the axis length is static. */
 RULE(cumprod) {
     int a = n->attrs.axes[0];
     double zeros = 0;
-    if (X->ndim && nb_grad_enabled()) {
+    if (X->ndim && nb__is_symbolic(X)) zeros = !nb_dim_is_symbolic(X->shape[a]);
+    else if (X->ndim && nb_grad_enabled()) {
         nb_status st = nb_item(nb_sum(nb_eq(X, 0.0), NULL, 0, false), &zeros);
         if (st != NB_OK) return st;
     }

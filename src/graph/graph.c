@@ -180,6 +180,10 @@ typedef struct build_frame {
 
 static _Thread_local build_frame *tl_builds;
 
+nb_graph *nb__graph_tracing(void) {
+    return tl_builds && nb__interp_top() == &tl_builds->it.base ? tl_builds->it.g : NULL;
+}
+
 static bool is_building(const char *op, nb_graph *g) {
     if (!g) {
         nb__error(NB_ERR_NULL, "%s: graph is NULL", op);

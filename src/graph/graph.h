@@ -60,6 +60,9 @@ static inline const nb_meta *nb__gval_meta(const nb_graph *g, nb_gval v) { retur
  *  (with its ancestors) when t is symbolic elsewhere, a CONST node for a concrete t.
  *  {-1, -1} with an error on failure. */
 nb_gval nb__graph_value_of(nb_graph *g, nb_tensor *t);
+/** The graph whose trace interpreter is on top of this thread's dispatch stack (the
+ *  one traced ops go to now), NULL when none is. */
+nb_graph *nb__graph_tracing(void);
 /** Structural hash of g (ops, attrs, metas, wiring, constants by value, outputs). */
 uint64_t nb__graph_hash(nb_graph *g);
 /** True when a and b have the same structure and constants (the cache's equality). */

@@ -38,9 +38,15 @@ nb_tensor *nb_full(const int64_t *shape, int ndim, double value, nb_dtype dt) {
     return nb__own(filled("full", shape, ndim, dt, value, NB_CPU));
 }
 
+/* Like t; for a symbolic t (whose shape may hold symbolic dims) a rank-0 constant
+ * broadcast to its shape, which a trace records as an expand of that constant. */
 static nb_tensor *filled_like(const char *op, const nb_tensor *t, double value) {
     NB_CHECK_ARG(op, t);
-    return nb__own(filled(op, t->shape, t->ndim, t->dtype, value, t->storage->device));
+    if (!nb__is_symbolic(t)) return nb__own(filled(op, t->shape, t->ndim, t->dtype, value, t->storage->device));
+    nb_tensor *s = filled(op, NULL, 0, t->dtype, value, t->storage->device);
+    nb_tensor *r = s ? nb_broadcast_to(s, t->shape, t->ndim) : NULL;
+    nb_release(s);
+    return r;
 }
 nb_tensor *nb_full_like(const nb_tensor *t, double value) { return filled_like("full_like", t, value); }
 nb_tensor *nb_zeros_like(const nb_tensor *t) { return filled_like("zeros_like", t, 0); }

@@ -35,7 +35,10 @@ typedef enum nb_dtype_rule {
  * Vector-Jacobian product of one recorded node: given the gradient g of the
  * node's output, write a new reference (or NULL for "no gradient") for each
  * input i into gin[i].  Shapes/dtypes of gin may be broadcast-compatible
- * with the input: the engine sums broadcast axes away and casts.
+ * with the input: the engine sums broadcast axes away and casts.  A rule
+ * must give gin[i] for every input with nb_requires_grad(in[i]) (others it
+ * may skip), and use only public ops and metadata: nb_graph_grad runs it on
+ * symbolic inputs (no data) under the graph's trace.
  */
 typedef nb_status (*nb_vjp_fn)(const nb_node *node, nb_tensor *g, nb_tensor **gin);
 
