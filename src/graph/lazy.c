@@ -71,14 +71,14 @@ nb_tensor *nb_lazy_on(nb_tensor *t, nb_device dev) {
  * cache.  Unscoped result.
  */
 static nb_tensor *materialize(nb_tensor *t) {
-    nb_graph *g = nb_graph_begin("lazy");
+    nb_graph *g = nb__graph_new("eval", "lazy", t->graph->device);
     if (!g) return NULL;
-    g->device = t->graph->device;
+    g->building = true; /* open for its one output; no trace runs, nothing is dispatched */
     nb_status st = nb_graph_output(g, "out", t);
-    nb_status se = nb_graph_end(g);
-    nb_tensor **args = st == NB_OK && se == NB_OK ? nb__calloc((size_t)g->n, sizeof *args) : NULL;
+    g->building = false;
+    nb_tensor **args = st == NB_OK ? nb__calloc((size_t)g->n, sizeof *args) : NULL;
     const char **names = args ? nb__calloc((size_t)g->n, sizeof *names) : NULL;
-    if (st == NB_OK && se == NB_OK && !names) nb__error(NB_ERR_OOM, "eval: out of memory");
+    if (st == NB_OK && !names) nb__error(NB_ERR_OOM, "eval: out of memory");
     int k = 0;
     for (int i = 0; names && i < g->n; i++) {
         nb_gnode *nd = &g->nodes[i];
