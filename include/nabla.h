@@ -1428,7 +1428,8 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
  * does not run again.  The cache key is the expression's structure: the
  * tensors it captured (nb_lazy's, concrete operands) are run-time inputs,
  * C scalars constants, so the same expression over new data of the same
- * shapes and dtypes reuses the compiled plan.
+ * shapes and dtypes reuses the compiled plan.  An op on a lazy tensor read
+ * before uses its value (the expression behind it does not run again).
  *
  *     nb_tensor *a = nb_lazy(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32));
  *     nb_tensor *b = nb_lazy(nb_ones(NB_SHAPE(3), NB_F32));

@@ -123,6 +123,17 @@ static void cache_hits(void **state) {
     assert_same_bits(NBT(nb_relu(nb_add(l1, 2.0))), e1);
     st = nb_compile_cache_stats_get();
     assert_true(st.misses == 2 && st.hits == 2);
+    /* an op on a tensor read before captures its value: r1 - 1 and exp(x2) - 1 are both c0 - 1 */
+    assert_same_bits(NBT(nb_sub(r1, 1.0)), NBT(nb_sub(e1, 1.0)));
+    st = nb_compile_cache_stats_get();
+    assert_true(st.misses == 3 && st.hits == 2);
+    nb_tensor *r3 = NBT(nb_exp(nb_lazy(x2)));
+    NBT(nb_eval(r3));
+    st = nb_compile_cache_stats_get();
+    assert_true(st.misses == 4 && st.hits == 2);
+    assert_same_bits(NBT(nb_sub(r3, 1.0)), NBT(nb_sub(nb_exp(x2), 1.0)));
+    st = nb_compile_cache_stats_get();
+    assert_true(st.misses == 4 && st.hits == 3);
     nb_compile_cache_clear();
 }
 

@@ -9,7 +9,9 @@
  * append-only, so a node appended to a graph other lazy tensors share leaves
  * their values unchanged, and a chain of n ops costs O(n), not the O(n^2) of
  * copying a graph per op.  Lazy inputs of other graphs are imported (their
- * ancestors copied), concrete ones captured as constants.
+ * ancestors copied), concrete ones captured as constants, and so is the
+ * value of a lazy input read before: a loop that reads its lazy state at
+ * every step computes each step once, not its whole history again.
  */
 #include "graph.h"
 
@@ -22,14 +24,17 @@ static nb_status lazy_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int
                             const nb_meta *meta, int nout, nb_tensor **out) {
     (void)self;
     nb_graph *g = NULL;
+    nb_tensor *use[8];
     for (int i = 0; i < n; i++) {
         if (nb__is_symbolic(in[i]) && !in[i]->graph->lazy)
             return nb__error(NB_ERR_STATE, "%s: input %d is a symbolic tensor of graph '%s', which is not being "
                              "built, mixed with lazy tensors", nb__ops[op].name, i, in[i]->graph->name);
         if (!g && is_lazy(in[i])) g = in[i]->graph;
+        nb_tensor *v = is_lazy(in[i]) ? atomic_load(&in[i]->lazy_value) : NULL;
+        use[i] = v ? v : in[i]; /* a value read before is captured, not computed again */
     }
     if (!nb__backend_common(nb__ops[op].name, in, n)) return nb_last_status();
-    return nb__graph_apply(g, op, in, n, attrs, meta, nout, out);
+    return nb__graph_apply(g, op, use, n, attrs, meta, nout, out);
 }
 
 static nb_interp lazy_interp = {.name = "lazy", .apply = lazy_apply};
