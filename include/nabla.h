@@ -1362,10 +1362,14 @@ void nb_free_string(char *s);
 
 /**
  * Compile g for device dev through this thread's compile cache (keyed by
- * the graph's structure, its constants and dev): a hit returns the plan
- * compiled before.  The plan holds its own reference to the graph.
+ * the graph's structure, its constants by value and dev): a hit returns the
+ * plan compiled before (for another but equal graph: a plan of g sharing its
+ * schedule, so g's own params are read).  The plan holds its own reference to
+ * the graph.  The graph is verified first (nb_graph_verify).
  * Returns a reference released with nb_compiled_release; NULL with
- * NB_ERR_STATE (g still being built, or malformed), NB_ERR_DEVICE, NB_ERR_OOM.
+ * NB_ERR_STATE (g still being built, or malformed: the verifier's message),
+ * NB_ERR_DEVICE (no such device, or a param or constant on another one),
+ * NB_ERR_OOM, NB_ERR_NULL.
  */
 nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
 /**
@@ -1377,7 +1381,8 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
  * or repeated name, a missing input), NB_ERR_DTYPE, NB_ERR_SHAPE (rank, a
  * size different from a declared one, a dim bound to two sizes), the ops'
  * own run-time errors (index out of range, …); on error no output is
- * written.
+ * written.  The ops run without tape recording (outputs do not require
+ * grad; differentiate inside the graph with nb_graph_grad).
  */
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs);

@@ -10,13 +10,14 @@
 #include "support.h"
 #include "graph/graph.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- a counting allocator: outstanding blocks, to check that failures leak nothing ---- */
 
-static long live_blocks;
+static long live_blocks, peak_blocks;
 
 static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     (void)ud;
@@ -26,7 +27,7 @@ static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         free(ptr);
         return NULL;
     }
-    if (!ptr) live_blocks++;
+    if (!ptr && ++live_blocks > peak_blocks) peak_blocks = live_blocks;
     return realloc(ptr, nsize);
 }
 
@@ -249,6 +250,10 @@ static void merged_graphs_give_the_right_values(void **state) {
 static void bad_arguments_are_typed_errors_without_leaks(void **state) {
     (void)state;
     nb_graph *g = model_graph();
+    assert_null(nb_graph_compile(g, (nb_device){NB_DEVICE_CPU, 3}));
+    assert_error(nb_last_status(), NB_ERR_DEVICE, NULL);
+    assert_null(nb_graph_compile(NULL, NB_CPU));
+    assert_error(nb_last_status(), NB_ERR_NULL, NULL);
     nb_compiled *c = nb_graph_compile(g, NB_CPU);
     assert_non_null(c);
     nb_tensor *x = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32)), *y = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32));
@@ -406,6 +411,104 @@ static void dead_nodes_are_not_scheduled(void **state) {
     nb_graph_release(g);
 }
 
+/* A run frees each intermediate after its last use: a chain of 24 ops holds two at a time. */
+static void intermediates_are_freed_after_last_use(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("chain");
+    nb_tensor *t = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 256)));
+    for (int i = 0; i < 24; i++) t = NBT(i % 2 ? nb_sin(t) : nb_mul(t, 1.5));
+    assert_int_equal(nb_graph_output(g, "y", t), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *x = NBT(nb_randn(NB_SHAPE(8, 256), NB_F32)), *y = NULL;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 1, &y), NB_OK); /* warm */
+    long before = live_blocks;
+    peak_blocks = live_blocks;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 1, &y), NB_OK);
+    /* each tensor is a few blocks (record, storage, data); keeping all 24 would be ~70 more */
+    assert_true(peak_blocks - before < 24);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Symbolic dims held in a node's attrs are evaluated under the run's binding (an unbound one
+ * is NB_ERR_SHAPE naming it).  Unary ops ignore attrs.i, so hand-set values only show there. */
+static void symbolic_attrs_are_evaluated_at_run_time(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("attrs");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 4)));
+    assert_int_equal(nb_graph_output(g, "y", nb_exp(x)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    assert_int_equal(g->nodes[1].kind, NB_GNODE_OP);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(3, 4), NB_F32)), *y = NULL;
+    g->nodes[1].attrs.i[0] = nb_dim("unbound_C");
+    g->hash = 0;
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    assert_error(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_ERR_SHAPE, "unbound_C");
+    assert_null(y);
+    nb_compiled_release(c);
+    g->nodes[1].attrs.i[0] = nb__dim_mul("test", nb_dim("B"), 2);
+    g->hash = 0;
+    c = nb_graph_compile(g, NB_CPU);
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &y), NB_OK);
+    assert_same_bits(y, nb_exp(xv));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* A plan runs eagerly while another graph is being built on the same thread. */
+static void runs_inside_a_trace_are_eager(void **state) {
+    (void)state;
+    nb_graph *g = plus_const_graph(1.0);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *x = NBT(nb_arange(0, 4, 1, NB_F64)), *y = NULL;
+    nb_graph *h = nb_graph_begin("around");
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 1, &y), NB_OK);
+    double v;
+    assert_int_equal(nb_get(y, (const int64_t[]){3}, &v), NB_OK); /* concrete, not a node of h */
+    assert_true(v == 4.0);
+    nb_tensor *keep = nb_retain(y);
+    assert_int_equal(nb_graph_node_count(h), 0);
+    assert_int_equal(nb_graph_end(h), NB_ERR_STATE); /* no output */
+    nb_clear_error();
+    assert_same_bits(keep, nb_add(x, 1.0));
+    nb_release(keep);
+    nb_graph_release(h);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Each thread has its own cache; a thread's plans are released when it exits. */
+static void *compile_on_thread(void *arg) {
+    nb_compile_cache_stats *out = arg;
+    nb_graph *g = plus_const_graph(5.0);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_compiled_release(nb_graph_compile(g, NB_CPU));
+    *out = nb_compile_cache_stats_get();
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    return NULL;
+}
+
+static void caches_are_per_thread(void **state) {
+    (void)state;
+    nb_compile_cache_clear();
+    nb_graph *g = plus_const_graph(5.0);
+    nb_compiled_release(nb_graph_compile(g, NB_CPU));
+    nb_compile_cache_stats other = {0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, compile_on_thread, &other), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(other.misses, 1); /* not a hit on this thread's plan */
+    assert_int_equal(other.hits, 1);
+    nb_compile_cache_stats mine = nb_compile_cache_stats_get();
+    assert_int_equal(mine.misses, 1);
+    assert_int_equal(mine.hits, 0);
+    nb_graph_release(g);
+    nb_compile_cache_clear();
+}
+
 int main(void) {
     if (nb_set_allocator(counting_alloc, NULL) != NB_OK) return 1;
     const struct CMUnitTest tests[] = {
@@ -418,6 +521,10 @@ int main(void) {
         cmocka_unit_test_setup_teardown(verifier_catches_malformed_graphs, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(dot_text_names_nodes_and_dims, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(dead_nodes_are_not_scheduled, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(intermediates_are_freed_after_last_use, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(runs_inside_a_trace_are_eager, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nb_compile_cache_clear();

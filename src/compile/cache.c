@@ -5,7 +5,6 @@
  * hit / miss / eviction counters; the plans' reference counting.
  */
 #include "compile.h"
-#include "../backend/backend.h"
 
 #include <pthread.h>
 #include <stdio.h>

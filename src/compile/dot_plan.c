@@ -15,7 +15,7 @@ char *nb_compiled_to_dot(const nb_compiled *c) {
     const nb_graph *g = c->g;
     const nb_schedule *s = &c->s;
     nb__text b = {0};
-    nb__text_printf(&b, "digraph \"plan %s\" {\n", g->name);
+    nb__text_printf(&b, "digraph plan {\n");
     for (int id = 0; id < g->n; id++) /* leaves: every input and param (a run binds them all), used constants */
         if (g->nodes[id].kind != NB_GNODE_OP) {
             bool used = g->nodes[id].kind != NB_GNODE_CONST;
