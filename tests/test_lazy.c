@@ -2,6 +2,8 @@
  * per-thread compile cache; values against eager results, bitwise. */
 #include "support.h"
 
+#include "graph/graph.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,6 +139,31 @@ static void cache_hits(void **state) {
     nb_compile_cache_clear();
 }
 
+/* A loop that reads its lazy state at every step: each step is one small graph, computed once. */
+static void read_every_step(void **state) {
+    (void)state;
+    nb_tensor *a = NBT(nb_from_data((float[]){1, -2, 3}, NB_SHAPE(3), NB_F32));
+    nb_tensor *x = NBT(nb_retain(nb_lazy(a)));
+    for (int step = 0; step < 6; step++) {
+        nb_scope_begin();
+        nb_tensor *y = NBT(nb_mul(nb_add(x, 1.0), 2.0));
+        float v[3];
+        host(y, v, 3);
+        nb_release(x);
+        x = nb_retain(y);
+        nb_scope_end();
+        assert_int_equal(nb_graph_node_count(x->graph), 5); /* a or the value read, 1, add, 2, mul */
+    }
+    float v[3];
+    host(x, v, 3);
+    for (int i = 0; i < 3; i++) { /* x -> 2x + 2, six times: 64 x + 126 */
+        float e = nbt_at(a, i);
+        for (int k = 0; k < 6; k++) e = (e + 1) * 2;
+        assert_true(v[i] == e);
+    }
+    nb_release(x);
+}
+
 static void mixed_concrete(void **state) {
     (void)state;
     float av[NX], bv[NX];
@@ -259,6 +286,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(values_match_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(graphs_merge, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cache_hits, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(read_every_step, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(mixed_concrete, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(reads, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors_typed, nbt_setup, nbt_teardown),

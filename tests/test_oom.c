@@ -214,7 +214,8 @@ static nb_status st_save(double *out, int *nout) {
 
 /* Eval mode: relu(a * b + c) of two lazy tensors (two graphs merged) and a concrete one, read twice
  * (the second read from the cached value), then the expression over other data (a compile-cache
- * hit); the cache is cleared at the end so that it holds no block.  out: both results. */
+ * hit) and an op on the value read; the cache is cleared at the end so that it holds no block.
+ * out: the three results. */
 static const double LA[4] = {0.5, -1, 2, -3}, LB[4] = {2, 3, -0.25, -1}, LC[4] = {1, 1, -1, 0.5};
 static nb_status lazy_eval(double *out, int *nout) {
     *nout = 0;
@@ -227,7 +228,10 @@ static nb_status lazy_eval(double *out, int *nout) {
     if (st == NB_OK) st = nb_copy_to_host(r, out, 4 * sizeof *out);
     if (st == NB_OK) st = nb_copy_to_host(r, out + 4, 4 * sizeof *out);
     if (st == NB_OK) st = nb_copy_to_host(r2, out + 8, 4 * sizeof *out);
-    if (st == NB_OK) *nout = 12;
+    nb_tensor *r3 = st == NB_OK ? nb_sub(r, 0.5) : NULL; /* on a value read: a new graph */
+    if (st == NB_OK) st = status_of(r3);
+    if (st == NB_OK) st = nb_copy_to_host(r3, out + 12, 4 * sizeof *out);
+    if (st == NB_OK) *nout = 16;
     nb_scope_end();
     nb_compile_cache_clear();
     return st;
@@ -329,12 +333,13 @@ static void oom_lazy_eval(void **state) {
     double ref[MAXOUT];
     int nref = 0;
     long total = clean_run(lazy_eval, ref, &nref);
-    double want[12];
+    double want[16];
     for (int i = 0; i < 4; i++) {
         want[i] = want[4 + i] = fmax(LA[i] * LB[i] + LC[i], 0);
         want[8 + i] = fmax(LB[i] * LC[i] + LA[i], 0);
+        want[12 + i] = want[i] - 0.5;
     }
-    expect_same(ref, nref, want, 12, "lazy eval", 0);
+    expect_same(ref, nref, want, 16, "lazy eval", 0);
     every_fault(lazy_eval, "lazy eval", ref, nref, total);
     uninstall();
 }

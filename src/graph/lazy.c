@@ -5,13 +5,15 @@
  * expression alone, as a fresh graph compiled through this thread's compile
  * cache and run, its value cached on the lazy tensor's record.
  *
- * Each op extends the graph of its first lazy input in place: node ids are
+ * Each op extends the graph of its first lazy input (not read before) in
+ * place, or starts a new graph when all of them were read: node ids are
  * append-only, so a node appended to a graph other lazy tensors share leaves
  * their values unchanged, and a chain of n ops costs O(n), not the O(n^2) of
  * copying a graph per op.  Lazy inputs of other graphs are imported (their
  * ancestors copied), concrete ones captured as constants, and so is the
  * value of a lazy input read before: a loop that reads its lazy state at
- * every step computes each step once, not its whole history again.
+ * every step computes each step once, not its whole history again, and
+ * the graphs of earlier steps go with their tensors.
  */
 #include "graph.h"
 
@@ -29,12 +31,21 @@ static nb_status lazy_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int
         if (nb__is_symbolic(in[i]) && !in[i]->graph->lazy)
             return nb__error(NB_ERR_STATE, "%s: input %d is a symbolic tensor of graph '%s', which is not being "
                              "built, mixed with lazy tensors", nb__ops[op].name, i, in[i]->graph->name);
-        if (!g && is_lazy(in[i])) g = in[i]->graph;
         nb_tensor *v = is_lazy(in[i]) ? atomic_load(&in[i]->lazy_value) : NULL;
         use[i] = v ? v : in[i]; /* a value read before is captured, not computed again */
+        if (!g && is_lazy(use[i])) g = use[i]->graph;
     }
     if (!nb__backend_common(nb__ops[op].name, in, n)) return nb_last_status();
-    return nb__graph_apply(g, op, use, n, attrs, meta, nout, out);
+    nb_graph *fresh = NULL; /* every lazy input read before: a new graph, so old ones can go */
+    if (!g) {
+        for (int i = 0; !fresh && i < n; i++)
+            if (in[i] && !(fresh = nb__graph_new(nb__ops[op].name, "lazy", in[i]->storage->device))) return NB_ERR_OOM;
+        fresh->lazy = true;
+        g = fresh;
+    }
+    nb_status st = nb__graph_apply(g, op, use, n, attrs, meta, nout, out);
+    nb_graph_release(fresh); /* the results hold it */
+    return st;
 }
 
 static nb_interp lazy_interp = {.name = "lazy", .apply = lazy_apply};
