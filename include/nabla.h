@@ -1346,8 +1346,9 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
  *     nb_compiled_run(c, 1, (const char *[]){"x"}, &batch, 1, &y);   // y: [B, 128]
  *     nb_release(y); nb_compiled_release(c); nb_graph_release(g);
  *
- * Symbolic tensors hold no data: reading one (nb_item, nb_data_ptr,
- * nb_to_string, …) is NB_ERR_STATE naming the call.  Autograd's tape does
+ * Symbolic tensors of a trace hold no data: reading one (nb_item,
+ * nb_data_ptr, nb_to_string, …) is NB_ERR_STATE naming the call (lazy
+ * tensors, below, are read by running their expression).  Autograd's tape does
  * not record traced ops; differentiate a graph with nb_graph_grad.
  */
 
@@ -1497,6 +1498,60 @@ nb_status nb_compile_cache_set_capacity(size_t capacity);
  * being built), NB_ERR_DTYPE (non-float), NB_ERR_NULL.
  */
 nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor **grads);
+
+/* ------------------------------------------------------------------------ */
+/* Eval mode: lazy tensors (G6)                                             */
+/* ------------------------------------------------------------------------ */
+/*
+ * A lazy tensor stands for concrete data; ops on lazy tensors build a graph
+ * instead of computing (outside any trace, with no nb_graph_begin): their
+ * results are lazy too, and the graphs of lazy operands merge.  Reading a
+ * lazy tensor (nb_eval, nb_item, nb_get, nb_copy_to_host, nb_data_ptr,
+ * nb_to_string, nb_print) compiles the pending expression (that tensor's
+ * ancestors only) through this thread's compile cache, runs it on the
+ * expression's device and caches the value on the tensor, so a second read
+ * does not run again.  The cache key is the expression's structure: the
+ * tensors it captured (nb_lazy's, concrete operands) are run-time inputs,
+ * C scalars constants, so the same expression over new data of the same
+ * shapes and dtypes reuses the compiled plan.  An op on a lazy tensor read
+ * before uses its value (the expression behind it does not run again).
+ *
+ *     nb_tensor *a = nb_lazy(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32));
+ *     nb_tensor *b = nb_lazy(nb_ones(NB_SHAPE(3), NB_F32));
+ *     nb_tensor *c = nb_relu(nb_add(a, b));     // nothing runs yet; nb_is_lazy(c)
+ *     float out[3];
+ *     nb_copy_to_host(c, out, sizeof out);      // compiles + runs (a + b).relu()
+ *
+ * Lazy tensors are not differentiated by the tape and cannot be written
+ * into (the in-place functions are NB_ERR_STATE on them).  Ops reach lazy
+ * mode only through the one dispatch point (see "Traced graphs"); a graph
+ * shared by lazy tensors is extended in place, so lazy tensors of one graph
+ * must not be used by two threads at once.  Inside a trace (nb_graph_begin)
+ * a lazy operand is imported into the traced graph like any symbolic
+ * tensor of another graph.
+ */
+
+/**
+ * A lazy tensor standing for t (a new scoped reference; t itself retained,
+ * not copied: do not modify t until the lazy tensors built on it have been
+ * read).  Its device, and that of every expression built on it, is t's.
+ * t lazy already: t, retained.  Errors: NB_ERR_NULL, NB_ERR_STATE (t a
+ * symbolic tensor of a trace), NB_ERR_OOM.
+ */
+nb_tensor *nb_lazy(nb_tensor *t);
+/** nb_lazy of t copied to device dev (pins the expressions built on it to dev; t itself when
+ *  already there).  Errors as nb_lazy and nb_to_device; NB_ERR_STATE for a symbolic t. */
+nb_tensor *nb_lazy_on(nb_tensor *t, nb_device dev);
+/** True when t is a lazy tensor (false for NULL, concrete and traced tensors). */
+bool nb_is_lazy(const nb_tensor *t);
+/**
+ * The concrete value of t as a new scoped reference: for a lazy t its
+ * pending expression compiled (cached per thread) and run, the value cached
+ * on t (a second nb_eval or read returns it without running); a concrete t
+ * is returned itself, retained.  Errors: NB_ERR_NULL, NB_ERR_STATE (t a
+ * symbolic tensor of a trace), those of nb_graph_compile / nb_compiled_run.
+ */
+nb_tensor *nb_eval(nb_tensor *t);
 
 /* ------------------------------------------------------------------------ */
 /* Op table introspection (used by tests and tools)                         */

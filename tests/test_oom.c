@@ -212,6 +212,31 @@ static nb_status st_save(double *out, int *nout) {
     return st;
 }
 
+/* Eval mode: relu(a * b + c) of two lazy tensors (two graphs merged) and a concrete one, read twice
+ * (the second read from the cached value), then the expression over other data (a compile-cache
+ * hit) and an op on the value read; the cache is cleared at the end so that it holds no block.
+ * out: the three results. */
+static const double LA[4] = {0.5, -1, 2, -3}, LB[4] = {2, 3, -0.25, -1}, LC[4] = {1, 1, -1, 0.5};
+static nb_status lazy_eval(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_tensor *a = nb_from_data(LA, NB_SHAPE(4), NB_F64), *b = nb_from_data(LB, NB_SHAPE(4), NB_F64);
+    nb_tensor *c = nb_from_data(LC, NB_SHAPE(4), NB_F64);
+    nb_tensor *r = nb_relu(nb_add(nb_mul(nb_lazy(a), nb_lazy(b)), c));
+    nb_tensor *r2 = nb_relu(nb_add(nb_mul(nb_lazy(b), nb_lazy(c)), a));
+    nb_status st = status_of(r && r2 ? r : NULL);
+    if (st == NB_OK) st = nb_copy_to_host(r, out, 4 * sizeof *out);
+    if (st == NB_OK) st = nb_copy_to_host(r, out + 4, 4 * sizeof *out);
+    if (st == NB_OK) st = nb_copy_to_host(r2, out + 8, 4 * sizeof *out);
+    nb_tensor *r3 = st == NB_OK ? nb_sub(r, 0.5) : NULL; /* on a value read: a new graph */
+    if (st == NB_OK) st = status_of(r3);
+    if (st == NB_OK) st = nb_copy_to_host(r3, out + 12, 4 * sizeof *out);
+    if (st == NB_OK) *nout = 16;
+    nb_scope_end();
+    nb_compile_cache_clear();
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -299,6 +324,23 @@ static void oom_double_backward(void **state) {
         assert_true(fabs(ref[3 + i] - dz) <= 1e-12 * (1 + fabs(dz)));
     }
     every_fault(double_backward, "create_graph backward", ref, nref, total);
+    uninstall();
+}
+
+static void oom_lazy_eval(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(lazy_eval, ref, &nref);
+    double want[16];
+    for (int i = 0; i < 4; i++) {
+        want[i] = want[4 + i] = fmax(LA[i] * LB[i] + LC[i], 0);
+        want[8 + i] = fmax(LB[i] * LC[i] + LA[i], 0);
+        want[12 + i] = want[i] - 0.5;
+    }
+    expect_same(ref, nref, want, 16, "lazy eval", 0);
+    every_fault(lazy_eval, "lazy eval", ref, nref, total);
     uninstall();
 }
 
@@ -465,7 +507,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,7 @@ static bool element_offset(const char *op, const nb_tensor *t, const int64_t *in
 
 static nb_status get_impl(const nb_tensor *t, const int64_t *index, double *out) {
     if (!t || !out) return nb__error_set(NB_ERR_NULL, "get: tensor or out is NULL");
+    if (!(t = nb__readable("get", t))) return nb_last_status();
     int64_t off;
     if (!element_offset("get", t, index, &off)) return nb_last_status();
     *out = nb__load((char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype), t->dtype);
@@ -95,7 +96,7 @@ static nb_status set_impl(nb_tensor *t, const int64_t *index, double value) {
 
 static nb_status item_impl(const nb_tensor *t, double *out) {
     if (!t || !out) return nb__error_set(NB_ERR_NULL, "item: tensor or out is NULL");
-    if (!nb__check_concrete("item", t)) return nb_last_status();
+    if (!(t = nb__readable("item", t))) return nb_last_status();
     if (nb__numel(t) != 1)
         return nb__error_set(NB_ERR_SHAPE, "item: tensor of shape %s has %lld elements, not 1", NB_SHAPE_STR(t),
                              (long long)nb__numel(t));
@@ -105,7 +106,7 @@ static nb_status item_impl(const nb_tensor *t, double *out) {
 
 static nb_status host_copy(const char *op, const nb_tensor *t, void *buf, size_t nbytes, bool to_host) {
     if (!t || (!buf && nbytes)) return nb__error_set(NB_ERR_NULL, "%s: tensor or buffer is NULL", op);
-    if (!nb__check_concrete(op, t)) return nb_last_status();
+    if (to_host && !(t = nb__readable(op, t))) return nb_last_status();
     size_t need = (size_t)nb__numel(t) * nb_dtype_size(t->dtype);
     if (nbytes != need)
         return nb__error_set(NB_ERR_ARG, "%s: buffer holds %zu bytes, tensor %s of %s needs %zu", op, nbytes,
@@ -144,7 +145,7 @@ static nb_status copy_from_host_impl(nb_tensor *t, const void *src, size_t nbyte
 static nb_status copy_impl(nb_tensor *dst, nb_tensor *src) {
     if (!inplace_ok("copy_", dst)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "copy_: src is NULL");
-    if (!nb__check_concrete("copy_", src)) return nb_last_status();
+    if (!(src = (nb_tensor *)nb__readable("copy_", src))) return nb_last_status();
     const nb_backend *be = nb__backend_common("copy_", (nb_tensor *[]){dst, src}, 2);
     if (!be) return nb_last_status();
     int64_t shape[NB_MAX_DIMS];
@@ -182,6 +183,7 @@ static nb_status apply_inplace(nb_tensor *t, nb_tensor *r) {
 static nb_status add_impl(nb_tensor *t, nb_tensor *src, double alpha) {
     if (!inplace_ok("add_", t)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "add_: src is NULL");
+    if (!(src = (nb_tensor *)nb__readable("add_", src))) return nb_last_status();
     nb_no_grad_begin();
     nb_scope_begin();
     nb_tensor *r = nb_add(t, alpha == 1 ? src : nb_mul(src, alpha));

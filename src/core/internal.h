@@ -134,6 +134,8 @@ struct nb_tensor {
     struct nb_graph *graph; /* non-NULL: a symbolic tensor (no data; storage has none), output
                                `gout` of node `gnode` of this graph (retained) */
     int32_t gnode, gout;
+    _Atomic(nb_tensor *) lazy_value; /* a lazy tensor (eval mode): its materialized value once
+                                        read (owned; set once), else NULL */
 };
 
 /** True for a symbolic tensor of a traced graph (shape may hold symbolic dims, no data). */
@@ -141,6 +143,11 @@ static inline bool nb__is_symbolic(const nb_tensor *t) { return t && t->graph; }
 /** NB_ERR_STATE naming op when t is symbolic (its data exists only when its graph runs);
  *  returns true when t may be read. */
 bool nb__check_concrete(const char *op, const nb_tensor *t);
+/** The concrete tensor whose data a read of t (by op) sees: t itself when concrete; for a lazy
+ *  tensor its materialized value (computed on the first read, cached on t; borrowed, lives as
+ *  long as t); NULL with NB_ERR_STATE for a symbolic tensor of a trace, or the error of
+ *  materializing (src/graph/lazy.c). */
+const nb_tensor *nb__readable(const char *op, const nb_tensor *t);
 
 /* ---- symbolic dims (src/graph/dim.c) ------------------------------------
  * A dim is an int64: >= 0 a concrete size; a value in the symbolic range an

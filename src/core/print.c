@@ -257,7 +257,7 @@ static void put_suffixes(sbuf *b, const nb_tensor *t, int indent) {
 
 char *nb_to_string(const nb_tensor *t) {
     NB_CHECK_ARG("to_string", t);
-    if (!nb__check_concrete("to_string", t)) return NULL;
+    if (!(t = nb__readable("to_string", t))) return NULL;
     if (!nb__is_host(t->storage->device)) {
         nb__error(NB_ERR_DEVICE, "to_string: tensor %s is not in host memory", NB_SHAPE_STR(t));
         return NULL;

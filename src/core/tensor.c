@@ -117,6 +117,7 @@ void nb_release(nb_tensor *t) {
     nb__storage_release(t->storage);
     if (t->node) nb__node_release(t->node);
     if (t->graph) nb_graph_release(t->graph);
+    nb_release(atomic_load(&t->lazy_value));
     nb_release(t->grad);
     nb__free(t);
 }
@@ -270,7 +271,7 @@ void *nb_data_ptr(const nb_tensor *t) {
         nb__error(NB_ERR_NULL, "data_ptr: tensor is NULL");
         return NULL;
     }
-    if (!nb__check_concrete("data_ptr", t)) return NULL;
+    if (!(t = nb__readable("data_ptr", t))) return NULL;
     if (!nb__is_host(t->storage->device)) {
         nb__error(NB_ERR_DEVICE, "data_ptr: tensor lives on a non-host device");
         return NULL;

@@ -78,7 +78,10 @@ nb_tensor *nb__graph_tensor(nb_graph *g, nb_gval v) {
 
 bool nb__check_concrete(const char *op, const nb_tensor *t) {
     if (!nb__is_symbolic(t)) return true;
-    nb__error(NB_ERR_STATE, "%s: tensor is symbolic (node %d of graph '%s'); it has data only when the "
+    if (t->graph->lazy)
+        nb__error(NB_ERR_STATE, "%s: tensor is lazy (node %d of an eval-mode graph); materialize it with "
+                  "nb_eval and use the concrete result", op, t->gnode);
+    else nb__error(NB_ERR_STATE, "%s: tensor is symbolic (node %d of graph '%s'); it has data only when the "
               "compiled graph runs", op, t->gnode, t->graph->name);
     return false;
 }
@@ -145,9 +148,8 @@ typedef struct trace_interp {
     nb_graph *g;
 } trace_interp;
 
-static nb_status trace_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
-                             const nb_meta *meta, int nout, nb_tensor **out) {
-    nb_graph *g = ((trace_interp *)self)->g;
+nb_status nb__graph_apply(nb_graph *g, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                          const nb_meta *meta, int nout, nb_tensor **out) {
     nb_gnode nd = {.kind = NB_GNODE_OP, .op = op, .n_in = n, .n_out = nout};
     if (attrs) nd.attrs = *attrs;
     for (int i = 0; i < n; i++) {
@@ -169,6 +171,11 @@ static nb_status trace_apply(nb_interp *self, nb_op op, nb_tensor *const *in, in
         }
     }
     return NB_OK;
+}
+
+static nb_status trace_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                             const nb_meta *meta, int nout, nb_tensor **out) {
+    return nb__graph_apply(((trace_interp *)self)->g, op, in, n, attrs, meta, nout, out);
 }
 
 /* ---- building ---- */
@@ -196,19 +203,28 @@ static bool is_building(const char *op, nb_graph *g) {
     return true;
 }
 
-nb_graph *nb_graph_begin(const char *name) {
+nb_graph *nb__graph_new(const char *op, const char *name, nb_device dev) {
     nb_graph *g = nb__calloc(1, sizeof *g);
-    build_frame *f = g ? nb__calloc(1, sizeof *f) : NULL;
-    char *nm = f ? nb__strdup(name && *name ? name : "graph") : NULL;
+    char *nm = g ? nb__strdup(name && *name ? name : "graph") : NULL;
     if (!nm) {
-        nb__free(f);
         nb__free(g);
-        nb__error(NB_ERR_OOM, "graph_begin: out of memory");
+        nb__error(NB_ERR_OOM, "%s: out of memory", op);
         return NULL;
     }
     atomic_init(&g->refs, 1);
     g->name = nm;
-    g->device = NB_CPU;
+    g->device = dev;
+    return g;
+}
+
+nb_graph *nb_graph_begin(const char *name) {
+    nb_graph *g = nb__graph_new("graph_begin", name, NB_CPU);
+    build_frame *f = g ? nb__calloc(1, sizeof *f) : NULL;
+    if (!f) {
+        if (g) nb__error(NB_ERR_OOM, "graph_begin: out of memory");
+        nb_graph_release(g);
+        return NULL;
+    }
     g->building = true;
     f->it.base.name = "trace";
     f->it.base.apply = trace_apply;

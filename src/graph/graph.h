@@ -50,6 +50,14 @@ struct nb_graph {
 };
 
 void nb__graph_retain(nb_graph *g);
+/** A new empty graph record (one reference) named name (NULL or "": "graph") running on dev;
+ *  NULL with NB_ERR_OOM naming op. */
+nb_graph *nb__graph_new(const char *op, const char *name, nb_device dev);
+/** Append op (inferred: meta[0..nout)) on in[0..n) to g (inputs of other graphs imported,
+ *  concrete ones captured) and write nout new unscoped symbolic tensors of g to out.  The
+ *  trace and lazy interpreters' apply.  NB_OK or an error (nothing left in out). */
+nb_status nb__graph_apply(nb_graph *g, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
+                          const nb_meta *meta, int nout, nb_tensor **out);
 /** Append a node (copying *nd; its id is assigned).  Returns the id, or -1 (NB_ERR_OOM). */
 int32_t nb__graph_append(nb_graph *g, const nb_gnode *nd);
 /** A new symbolic tensor for value v of g (retains g). Unscoped. */

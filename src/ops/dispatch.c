@@ -8,7 +8,6 @@
 #include <string.h>
 
 static _Thread_local nb_interp *tl_top __attribute__((tls_model("initial-exec")));
-nb_interp *(*nb__lazy_interp)(nb_tensor *t);
 
 void nb__interp_push(nb_interp *it) {
     it->below = tl_top;
