@@ -91,8 +91,10 @@ bool nb__check_concrete(const char *op, const nb_tensor *t) {
 static nb_gval bad_val(void) { return (nb_gval){-1, -1}; }
 
 static nb_gval capture(nb_graph *g, nb_tensor *t) {
-    for (int i = 0; i < g->n; i++) /* one node per captured tensor */
-        if (g->nodes[i].kind == NB_GNODE_CONST && g->nodes[i].value == t) return (nb_gval){i, 0};
+    /* a tensor bound as a param stands for that param; else one CONST node per captured tensor */
+    for (int i = 0; i < g->n; i++)
+        if ((g->nodes[i].kind == NB_GNODE_PARAM || g->nodes[i].kind == NB_GNODE_CONST) && g->nodes[i].value == t)
+            return (nb_gval){i, 0};
     nb_gnode nd = {.kind = NB_GNODE_CONST, .n_out = 1, .value = t};
     nb__meta_of(&nd.out[0], t);
     if (nb__graph_append(g, &nd) < 0) return bad_val();

@@ -75,8 +75,6 @@ static bool decode_targets(const char *op, nb_tensor *x, nb_tensor *target, int6
                   nb_dtype_name(target->dtype));
         return false;
     }
-    /* the targets are read here (range check, kept count): a traced target is not supported yet */
-    if (!nb__check_concrete(op, target)) return false;
     if (!nb__is_host(target->storage->device) || !nb__is_host(x->storage->device)) {
         nb__error(NB_ERR_DEVICE, "%s: class-index targets are decoded in host memory", op);
         return false;

@@ -17,14 +17,14 @@ int nb_op_count(void) { return NB_OP_COUNT; }
 
 const char *nb_op_name(int i) { return (i >= 0 && i < NB_OP_COUNT) ? nb__ops[i].name : NULL; }
 
-/* The infer / execute pair of each kind, defined in the kind's own file.
- * TRANSITION: kinds not yet split are weak placeholders (no dispatch). */
+/* The infer / execute pair of each kind, defined in the kind's own file: a kind without one
+ * fails to link. */
 #define NB_KIND_DECL(k) extern const nb_kind_impl nb__kind_##k;
-#define NB_KIND_WEAK(k) __attribute__((weak)) const nb_kind_impl nb__kind_##k = {0};
-NB_KIND_DECL(unary) NB_KIND_DECL(binary) NB_KIND_DECL(where) NB_KIND_DECL(size) NB_KIND_DECL(random)
-NB_KIND_WEAK(reduce) NB_KIND_WEAK(argreduce) NB_KIND_WEAK(scan) NB_KIND_WEAK(matmul) NB_KIND_WEAK(gather)
-NB_KIND_WEAK(scatter_add) NB_KIND_WEAK(copy) NB_KIND_WEAK(view) NB_KIND_WEAK(view_grad) NB_KIND_WEAK(pad)
-NB_KIND_WEAK(cat) NB_KIND_WEAK(window)
+NB_KIND_DECL(unary) NB_KIND_DECL(binary) NB_KIND_DECL(where) NB_KIND_DECL(reduce) NB_KIND_DECL(argreduce)
+NB_KIND_DECL(scan) NB_KIND_DECL(matmul) NB_KIND_DECL(gather) NB_KIND_DECL(scatter_add) NB_KIND_DECL(copy)
+NB_KIND_DECL(view) NB_KIND_DECL(view_grad) NB_KIND_DECL(pad) NB_KIND_DECL(cat) NB_KIND_DECL(window)
+NB_KIND_DECL(size) NB_KIND_DECL(random)
+#undef NB_KIND_DECL
 
 const nb_kind_impl *const nb__kinds[NB_KIND_COUNT] = {
     [NB_KIND_UNARY] = &nb__kind_unary,         [NB_KIND_BINARY] = &nb__kind_binary,
