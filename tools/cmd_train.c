@@ -17,13 +17,14 @@ typedef struct train_cfg {
     const char *model, *optimizer, *schedule, *data, *save, *metrics;
     int64_t epochs, batch, seed, threads, limit, warmup;
     double lr, momentum, weight_decay, clip;
-    bool json;
+    bool json, compiled;
 } train_cfg;
 
 typedef struct run {
     const train_cfg *cfg;
     nb_module *net;
     nb_optimizer *opt;
+    cli_step *compiled;                 /* --compiled: the traced step, used instead of opt */
     nb_tensor **params;
     int nparams;
     cli_split train, test;              /* data sets (owned) */
@@ -62,6 +63,7 @@ static int parse(int argc, char **argv, train_cfg *c, bool *help) {
         {"--save", OPT_STRING, &c->save, "write the trained parameters to this safetensors file", 0, 0},
         {"--metrics", OPT_STRING, &c->metrics, "write epoch,loss,train_accuracy,test_accuracy,seconds rows (CSV) and a PNG chart", 0, 0},
         {"--json", OPT_FLAG, &c->json, "print one final JSON line on stdout (progress goes to stderr)", 0, 0},
+        {"--compiled", OPT_FLAG, &c->compiled, "trace the whole step (forward, loss, gradients, update) once and run it compiled", 0, 0},
     };
     int rc = cli_parse(CMD, USAGE, argc, argv, opts, (int)(sizeof opts / sizeof *opts), help);
     if (rc != CLI_OK || *help) return rc;
@@ -90,8 +92,24 @@ static double lr_at(const run *r) {
     return c->warmup > 0 ? lr * (nb_lr_warmup(1, r->step, c->warmup, 0.1)) : lr;
 }
 
+/* One compiled step on rows [s, s+batch) of perm (see train_step). */
+static int compiled_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
+    nb_scope_begin();
+    nb_tensor *x = nb_take_rows(r->train.images, perm, s, r->cfg->batch);
+    nb_tensor *y = nb_take_rows(r->train.labels, perm, s, r->cfg->batch);
+    double lv = 0;
+    int64_t h = 0;
+    bool ok = x && y && cli_step_run(r->compiled, x, y, lr_at(r), &lv, &h) == NB_OK;
+    r->step++;
+    *loss_sum += lv * (double)nb_size(y, 0);
+    *correct += h;
+    nb_scope_end();
+    return ok ? CLI_OK : cli_nb_error(CMD, "compiled training step");
+}
+
 /* One optimizer step on rows [s, s+batch) of perm; adds the batch's summed loss and correct count. */
 static int train_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
+    if (r->compiled) return compiled_step(r, perm, s, loss_sum, correct);
     nb_scope_begin();
     nb_tensor *x = nb_take_rows(r->train.images, perm, s, r->cfg->batch);
     nb_tensor *y = nb_take_rows(r->train.labels, perm, s, r->cfg->batch);
@@ -211,11 +229,19 @@ static int setup(run *r) {
         return cli_error(CMD, CLI_FAIL, "out of memory");
     r->opt = make_optimizer(c, r->params, r->nparams);
     if (!r->opt) return cli_nb_error(CMD, "optimizer");
+    if (c->compiled) {
+        bool adam = strcmp(c->optimizer, "sgd") != 0;
+        cli_step_opts o = {.adam = adam, .decoupled = !strcmp(c->optimizer, "adamw"), .beta1 = 0.9, .beta2 = 0.999,
+                           .eps = 1e-8, .weight_decay = c->weight_decay, .momentum = c->momentum, .clip = c->clip};
+        r->compiled = cli_step_new(r->net, c->model, &r->geom, o);
+        if (!r->compiled) return cli_nb_error(CMD, "compiling the training step");
+    }
     r->total_steps = c->epochs * ((r->n + c->batch - 1) / c->batch);
     return CLI_OK;
 }
 
 static void teardown(run *r) {
+    cli_step_free(r->compiled);
     nb_optim_free(r->opt);
     for (int i = 0; r->params && i < r->nparams; i++) nb_release(r->params[i]);
     free(r->params);
