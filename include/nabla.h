@@ -904,8 +904,8 @@ bool nb_is_leaf(const nb_tensor *t);
 nb_tensor *nb_grad(nb_tensor *t);
 /** Drop t's accumulated gradient. */
 void nb_zero_grad(nb_tensor *t);
-/** A view of t sharing storage but cut from the tape (requires_grad false).  For a symbolic
- *  t the same graph value: nb_graph_grad still differentiates through it (no stop-gradient yet). */
+/** A view of t sharing storage but cut from the tape (requires_grad false): torch's detach /
+ *  jax.lax.stop_gradient.  On a symbolic t a DETACH node, through which nb_graph_grad passes no gradient. */
 nb_tensor *nb_detach(nb_tensor *t);
 
 /**

@@ -59,11 +59,6 @@ static void assert_failed(nb_tensor *r, nb_status code, const char *op) {
     nb_clear_error();
 }
 
-/* The composites below reshape / broadcast / unsqueeze: they trace once the view kind does. */
-static void need_traced_views(void) {
-    if (!nb__kinds[NB_KIND_VIEW]->infer) skip();
-}
-
 static void matmul_symbolic_batch(void **state) {
     (void)state;
     int64_t B = sym_b();
@@ -109,7 +104,6 @@ static void linear_symbolic_batch(void **state) {
 
 static void linear_traced_weight(void **state) {
     (void)state;
-    need_traced_views(); /* the weight's transpose of a traced parameter */
     int64_t B = sym_b();
     nb_tensor *w = NBT(nb_randn(NB_SHAPE(128, 784), NB_F32));
     nb_tensor *e = NBT(nb_linear(NBT(nb_randn(NB_SHAPE(EAGER_B, 784), NB_F32)), w, NULL));
@@ -232,7 +226,6 @@ static void max_pool_gradient_at_argmax(void **state) {
 
 static void composites_on_views_trace(void **state) {
     (void)state;
-    need_traced_views();
     int64_t B = sym_b();
     nb_tensor *tab = NBT(nb_randn(NB_SHAPE(10, 4), NB_F32));
     nb_tensor *eidx = NBT(nb_zeros(NB_SHAPE(EAGER_B, 6), NB_I64)), *ex = NBT(nb_randn(NB_SHAPE(EAGER_B, 10), NB_F32));

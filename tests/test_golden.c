@@ -717,6 +717,7 @@ static const struct {
     {"view_grad", "internal adjoint of a view (no torch op); reached by every view's golden gradient"},
     {"to_device", "moves between nabla's CPU and reference devices, which torch lacks; every case runs on both"},
     {"dropout", "its mask comes from nabla's generator, not torch's; test_nn_ops checks its statistics"},
+    {"detach", "stop-gradient view (torch.Tensor.detach has no values of its own); test_graph_grad checks it stops gradients"},
     {"numel", "internal element count of symbolic dims (no torch op); test_dispatch_reduce checks it"},
     {"rand", "draws come from nabla's generator, not torch's; test_tensor checks them"},
     {"randn", "draws come from nabla's generator, not torch's; test_tensor checks them"},

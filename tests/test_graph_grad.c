@@ -6,10 +6,8 @@
  * (zeros, even for inf / NaN inputs), broadcast inputs with a symbolic
  * batch dim, and the typed errors.
  *
- * Graphs are verified, compiled and run by the executor.  Cases that need
- * other kinds on the dispatch point (reduce and view for broadcast
- * gradients, copy for maximum's rule) skip or leave that term out until
- * those are merged (NEEDS_MERGE).
+ * Graphs are verified, compiled and run by the executor.  nb_detach is a
+ * stop-gradient in graphs as on the tape.
  */
 #include "support.h"
 #include "graph/graph.h"
@@ -54,16 +52,13 @@ static void assert_error(nb_status code, const char *needle) {
 
 /* ---- the function differentiated both ways (unary, binary and where ops) ---- */
 
-/* NEEDS_MERGE: maximum's rule casts its winner mask (COPY kind); the term joins once cast traces. */
-static bool copy_dispatch(void) { return nb__kinds[NB_KIND_COPY]->infer != NULL; }
-
 static nb_tensor *f(nb_tensor *x, nb_tensor *y) {
     nb_tensor *a = nb_mul(nb_sin(x), y);
     nb_tensor *b = nb_div(nb_exp(x), y);
     nb_tensor *c = nb_tanh(nb_mul(x, y));
     nb_tensor *d = nb_where(nb_gt(x, y), nb_square(x), nb_sigmoid(y));
     nb_tensor *e = nb_mul(nb_relu(nb_sub(x, 0.25)), nb_pow(x, y));
-    nb_tensor *h = copy_dispatch() ? nb_maximum(e, nb_log(nb_abs(y))) : nb_add(e, nb_log(nb_abs(y)));
+    nb_tensor *h = nb_maximum(e, nb_log(nb_abs(y)));
     return nb_add(nb_sub(nb_add(a, b), c), nb_add(d, h));
 }
 
@@ -161,11 +156,6 @@ static void unreached_wrt_is_zeros(void **state) {
     nb_graph_release(g);
 }
 
-/* NEEDS_MERGE: broadcast gradients are reduced with sum (REDUCE kind) and reshape (VIEW kind). */
-static bool reduce_and_view_dispatch(void) {
-    return nb__kinds[NB_KIND_REDUCE]->infer && nb__kinds[NB_KIND_VIEW]->infer;
-}
-
 /* loss = sum(tanh(x + b) * b) with x [B, 4] and b [4]: the gradient of b is summed over the batch. */
 static nb_tensor *bias_loss(nb_tensor *x, nb_tensor *b) {
     return nb_sum(nb_mul(nb_tanh(nb_add(x, b)), b), NULL, 0, false);
@@ -173,7 +163,6 @@ static nb_tensor *bias_loss(nb_tensor *x, nb_tensor *b) {
 
 static void broadcast_reduces_with_symbolic_batch(void **state) {
     (void)state;
-    if (!reduce_and_view_dispatch()) skip();
     int64_t B = nb_dim("B");
     nb_graph *g = nb_graph_begin("bias");
     assert_non_null(g);
@@ -209,9 +198,6 @@ static void broadcast_reduces_with_symbolic_batch(void **state) {
     nb_graph_release(g);
 }
 
-/* NEEDS_MERGE: matmul (MATMUL kind), transpose and sum. */
-static bool mlp_dispatch(void) { return reduce_and_view_dispatch() && nb__kinds[NB_KIND_MATMUL]->infer; }
-
 /* A two-layer perceptron's mean-free loss: sum(relu(x W1^T + b1) W2^T)^2 / 2 (W as nb_linear stores it). */
 static nb_tensor *mlp_loss(nb_tensor *x, nb_tensor *w1, nb_tensor *b1, nb_tensor *w2) {
     nb_tensor *h = nb_relu(nb_add(nb_matmul(x, nb_transpose(w1, 0, 1)), b1));
@@ -220,7 +206,6 @@ static nb_tensor *mlp_loss(nb_tensor *x, nb_tensor *w1, nb_tensor *b1, nb_tensor
 
 static void mlp_params_match_tape(void **state) {
     (void)state;
-    if (!mlp_dispatch()) skip();
     double w1d[15], b1d[5], w2d[10], xd[12];
     for (int i = 0; i < 15; i++) w1d[i] = sin(1.3 * i);
     for (int i = 0; i < 5; i++) b1d[i] = 0.1 * i - 0.2;
@@ -254,16 +239,7 @@ static void mlp_params_match_tape(void **state) {
     }
 }
 
-/* NEEDS_MERGE: the rules of every other kind, traced.  Each f maps x [3, 4] to a scalar. */
-static bool all_kinds_dispatch(void) {
-    const nb_op_kind ks[] = {NB_KIND_REDUCE, NB_KIND_SCAN, NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD,
-                             NB_KIND_CAT, NB_KIND_GATHER, NB_KIND_COPY, NB_KIND_MATMUL, NB_KIND_WINDOW,
-                             NB_KIND_SCATTER_ADD};
-    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
-        if (!nb__kinds[ks[i]]->infer) return false;
-    return true;
-}
-
+/* The rules of every other kind, traced.  Each f maps x [3, 4] to a scalar. */
 static nb_tensor *total(nb_tensor *t) { return nb_sum(t, NULL, 0, false); }
 static nb_tensor *k_slice(nb_tensor *x) { return total(nb_exp(nb_slice(x, 1, 1, 4, 2))); }
 static nb_tensor *k_select(nb_tensor *x) { return total(nb_sin(nb_select(x, 0, 2))); }
@@ -295,7 +271,6 @@ static nb_tensor *k_cast(nb_tensor *x) { return total(nb_cast(nb_exp(nb_cast(x, 
 
 static void other_kinds_match_tape(void **state) {
     (void)state;
-    if (!all_kinds_dispatch()) skip();
     nb_tensor *(*const fs[])(nb_tensor *) = {k_slice, k_select, k_cat, k_pad, k_gather, k_scans,
                                              k_prod_max, k_layout, k_softmax, k_matmul, k_pool, k_cast};
     const char *names[] = {"slice", "select", "cat", "pad", "gather", "scans", "prod_max", "layout", "softmax", "matmul", "pool", "cast"};
@@ -380,6 +355,22 @@ static void errors(void **state) {
     nb_graph_release(outer);
 }
 
+/* d/dx sum(x * detach(x)) is detach(x) = x, not 2x: the DETACH node stops the gradient. */
+static void detach_stops_gradient(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("detach");
+    assert_non_null(g);
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(3))), *gx;
+    nb_tensor *loss = NBT(nb_sum(nb_mul(x, nb_detach(x)), NULL, 0, false));
+    assert_int_equal(nb_graph_grad(loss, 1, &x, &gx), NB_OK);
+    assert_int_equal(nb_graph_output(g, "gx", gx), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_tensor *xv = NBT(nb_from_data((double[]){1.5, -2, 4}, NB_SHAPE(3), NB_F64)), *res;
+    run_graph(g, 1, (const char *[]){"x"}, &xv, &res);
+    for (int i = 0; i < 3; i++) assert_true(nbt_at(res, i) == nbt_at(xv, i));
+    nb_graph_release(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(matches_eager_tape, nbt_setup, nbt_teardown),
@@ -389,6 +380,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(mlp_params_match_tape, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(other_kinds_match_tape, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(detach_stops_gradient, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

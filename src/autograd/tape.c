@@ -97,7 +97,5 @@ void nb_zero_grad(nb_tensor *t) {
 
 nb_tensor *nb_detach(nb_tensor *t) {
     NB_CHECK_ARG("detach", t);
-    /* graphs have no tape: a traced value detaches to itself (the IR has no stop-gradient node) */
-    if (nb__is_symbolic(t)) return nb__own(nb__graph_tensor(t->graph, (nb_gval){t->gnode, t->gout}));
-    return nb__own(nb__tensor_view_of(t->storage, t->shape, t->stride, t->ndim, t->offset, t->dtype));
+    return nb__own(nb__apply(NB_OP_DETACH, &t, 1, NULL)); /* a DETACH node stops graph gradients too */
 }

@@ -155,7 +155,13 @@ const nb_tensor *nb__readable(const char *op, const nb_tensor *t);
  * powers; same name => same size).  Equal expressions are equal int64
  * values, so shapes still compare with ==.  Eager tensors never hold one. */
 #define NB_DIM_SYM_BASE (INT64_MIN / 2)
-static inline bool nb__dim_sym(int64_t d) { return d <= NB_DIM_SYM_BASE && d > NB_DIM_SYM_BASE - ((int64_t)1 << 40); }
+/** Number of interned dim expressions so far (ids 0..count-1 are valid). */
+int nb__dim_count(void);
+/** True for the value of an interned symbolic dim; any other value in the symbolic range is an
+ *  invalid (hugely negative) size, as -1 is. */
+static inline bool nb__dim_sym(int64_t d) {
+    return d <= NB_DIM_SYM_BASE && d > NB_DIM_SYM_BASE - ((int64_t)1 << 40) && NB_DIM_SYM_BASE - d < nb__dim_count();
+}
 /** d1 + d2, d1 * d2, d1 / d2 (exact: NB_ERR_SHAPE when not provably divisible), d1 - d2.
  *  On an unsupported combination: NB_ERR_SHAPE naming op and both dims, returns -1. */
 int64_t nb__dim_add(const char *op, int64_t a, int64_t b);

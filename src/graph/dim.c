@@ -26,6 +26,7 @@ static char **sym_names;
 static int n_syms, cap_syms, n_anon;
 static dim_expr *exprs;
 static int n_exprs, cap_exprs;
+static atomic_int n_published; /* n_exprs, readable without the lock (nb__dim_sym) */
 
 static bool grow(void **p, int *cap, int need, size_t elt) {
     if (need <= *cap) return true;
@@ -49,6 +50,7 @@ static int intern_locked(const dim_expr *e) {
     }
     if (!grow((void **)&exprs, &cap_exprs, n_exprs + 1, sizeof *exprs)) return -1;
     exprs[n_exprs] = *e;
+    atomic_store_explicit(&n_published, n_exprs + 1, memory_order_release);
     return n_exprs++;
 }
 
@@ -73,10 +75,13 @@ static dim_expr decode(int64_t d) {
         return e;
     }
     pthread_mutex_lock(&dim_lock);
-    e = exprs[NB_DIM_SYM_BASE - d];
+    int64_t id = NB_DIM_SYM_BASE - d; /* < n_exprs: nb__dim_sym only admits interned ids */
+    if (id < n_exprs) e = exprs[id];
     pthread_mutex_unlock(&dim_lock);
     return e;
 }
+
+int nb__dim_count(void) { return atomic_load_explicit(&n_published, memory_order_acquire); }
 
 int64_t nb_dim(const char *name) {
     char anon[32];
@@ -199,7 +204,7 @@ int64_t nb__dim_div(const char *op, int64_t a, int64_t b) {
     if (x.b || y.b || x.a % y.a) return unsupported(op, "divide", a, b);
     r.a = x.a / y.a;
     int j = 0;
-    for (int i = 0; i < x.nf; i++) { /* subtract y's powers from x's */
+    for (int i = 0; i < x.nf && i < NB_DIM_FACTORS; i++) { /* subtract y's powers from x's */
         int p = x.pw[i];
         if (j < y.nf && y.sym[j] == x.sym[i]) p -= y.pw[j++];
         if (p < 0) return unsupported(op, "divide", a, b);

@@ -222,6 +222,10 @@ static bool view_meta(nb_op op, const view_in *x, nb_attrs *a, nb_meta *m) {
     case NB_OP_SLICE: return slice_meta(x, a, m);
     case NB_OP_SELECT: return select_meta(x, a, m);
     case NB_OP_DIAGONAL: return diagonal_meta(x, a, m);
+    case NB_OP_DETACH:
+        m->ndim = x->ndim;
+        memcpy(m->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+        return true;
     default: NB_ASSERT(0 && "not a view op");
     }
 }
@@ -323,6 +327,7 @@ static nb_tensor *view_build(nb_op op, nb_tensor *t, const nb_attrs *a) {
         if (!view_strides(t, a->shape, a->shape_ndim, st)) return reshape_copy(t, a->shape, a->shape_ndim);
         return nb__tensor_view_of(t->storage, a->shape, st, a->shape_ndim, off, t->dtype);
     case NB_OP_EXPAND: return nb__expand_raw(t, a->shape, a->shape_ndim);
+    case NB_OP_DETACH: return nb__tensor_view_of(t->storage, t->shape, t->stride, t->ndim, off, t->dtype);
     case NB_OP_AS_STRIDED:
         return nb__tensor_view_of(t->storage, a->shape, a->i, a->shape_ndim, a->i[a->shape_ndim], t->dtype);
     case NB_OP_PERMUTE:
