@@ -112,6 +112,13 @@ if gen_idx "$D8" 8 && gen_idx "$D3" 3; then
        ! grep -Eq "Fashion|T-shirt|Trouser" "$WORK/eval.log"; then echo "ok: eval of the $m prints a 4x4 confusion matrix with class numbers"
     else echo "FAIL: eval of the $m on 8x8 images"; cat "$WORK/eval.log"; fails=$((fails + 1)); fi
   done
+  # the compiled step (traced once, symbolic batch: 400 = 16 batches of 24 and a last one of 16) trains as eager
+  train_ok --model mlp --seed 7 --batch-size 24 --compiled && cacc=$acc &&
+  train_ok --model mlp --seed 7 --batch-size 24 >/dev/null && eacc=$acc &&
+  if awk "BEGIN { d = $cacc - $eacc; exit !(d <= 0.02 && d >= -0.02) }"; then
+    echo "ok: compiled and eager mlp reach test accuracy $cacc and $eacc"
+  else echo "FAIL: compiled mlp test accuracy $cacc, eager $eacc"; fails=$((fails + 1)); fi
+  train_ok --model cnn --batch-size 24 --compiled
   # the same seed and threads give the same weights
   "$NABLA" train --data "$D8" --epochs 2 --batch-size 16 --threads 2 --seed 7 --save "$WORK/again.safetensors" >/dev/null 2>&1
   if cmp -s "$WORK/mlp8.safetensors" "$WORK/again.safetensors"; then echo "ok: same seed and threads give identical weights"
