@@ -1,14 +1,24 @@
 /* vjp_index.c — derivative rules of matmul and of the indexing primitives (gather, scatter_add, cat, pad). */
 #include "vjp.h"
+#include "../graph/graph.h"
 
 #define RULE(name) nb_status nb__vjp_##name(const nb_node *n, nb_tensor *g, nb_tensor **gin)
 
-/* True when t's last two axes are a transposed (column-major) layout (public metadata;
- * a symbolic tensor has no layout yet, all strides 0, so it never is). */
-static bool col_major(const nb_tensor *t) {
-    int d = nb_ndim(t);
-    const int64_t *st = nb_strides(t);
-    return st[d - 2] == 1 && st[d - 1] != 1 && nb_shape(t)[d - 2] > 1;
+/* True when t is the result of a permute swapping its last two axes (the weight w^T in linear),
+ * read from the op that produced it: the tape node eagerly, the graph node when traced, so
+ * the tape and nb_graph_grad build the same computation. */
+static bool transposed_view(const nb_tensor *t) {
+    const nb_attrs *a = NULL;
+    if (nb__is_symbolic(t)) {
+        const nb_gnode *nd = &t->graph->nodes[t->gnode];
+        if (nd->kind == NB_GNODE_OP && nd->op == NB_OP_PERMUTE) a = &nd->attrs;
+    } else if (t->node && t->node->op == NB_OP_PERMUTE)
+        a = &t->node->attrs;
+    int d = a ? a->naxes : 0;
+    if (d < 2 || a->axes[d - 2] != d - 1 || a->axes[d - 1] != d - 2) return false;
+    for (int i = 0; i < d - 2; i++)
+        if (a->axes[i] != i) return false;
+    return true;
 }
 
 /* d(a@b) = g b^T for a, a^T g for b.  An operand that is a transposed view (as the
@@ -21,8 +31,8 @@ static nb_tensor *mm_grad(nb_tensor *lhs, nb_tensor *rhs, bool transposed) {
 
 RULE(matmul) {
     nb_tensor *a = n->in[0], *b = n->in[1];
-    if (nb_requires_grad(a)) gin[0] = mm_grad(g, nb_transpose(b, -1, -2), col_major(a));
-    if (nb_requires_grad(b)) gin[1] = mm_grad(nb_transpose(a, -1, -2), g, col_major(b));
+    if (nb_requires_grad(a)) gin[0] = mm_grad(g, nb_transpose(b, -1, -2), transposed_view(a));
+    if (nb_requires_grad(b)) gin[1] = mm_grad(nb_transpose(a, -1, -2), g, transposed_view(b));
     return NB_OK;
 }
 

@@ -9,7 +9,7 @@ RULE(cast) { (void)n; gin[0] = nb__own(nb_retain(g)); return NB_OK; }
 RULE(contiguous) { (void)n; gin[0] = nb__own(nb_retain(g)); return NB_OK; }
 RULE(expand) { (void)n; gin[0] = nb__own(nb_retain(g)); return NB_OK; }
 RULE(to_device) {
-    gin[0] = nb_to_device(g, X->storage->device); /* back where the input was */
+    gin[0] = nb_to_device(g, nb_device_of(X)); /* back where the input was */
     return NB_OK;
 }
 RULE(reshape) { gin[0] = nb_reshape(g, X->shape, X->ndim); return NB_OK; }
