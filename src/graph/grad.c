@@ -3,10 +3,11 @@
  * nodes that depend on the wrt values, walk from the loss back in the tape's
  * order (the reverse post-order of a depth-first search over inputs in order,
  * as backward.c: gradients reaching a value from several uses are summed in
- * the eager order, to the same bits), apply each node's derivative rule from the op table
- * to symbolic tensors of its inputs while the graph's trace is on top of the
- * dispatch stack (so the rule's ops append the backward nodes to the same
- * graph), conform each input gradient as the tape does and accumulate it.
+ * the eager order, to the same bits), apply each node's derivative rule from
+ * the op table to symbolic tensors of its inputs while the graph's trace is
+ * on top of the dispatch stack (so the rule's ops append the backward nodes
+ * to the same graph), conform each input gradient as the tape does and
+ * accumulate it.
  */
 #include "graph.h"
 #include "../autograd/vjp.h"
