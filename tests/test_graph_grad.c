@@ -4,7 +4,8 @@
  * the same data (bitwise: the same rules run the same kernels), grad of grad
  * of a polynomial against exact derivatives, a wrt the loss does not reach
  * (zeros, even for inf / NaN inputs), broadcast inputs with a symbolic
- * batch dim, and the typed errors.
+ * batch dim, a value used several times (its gradients summed in the tape's
+ * order, to the tape's bits), and the typed errors.
  *
  * Graphs are verified, compiled and run by the executor.  nb_detach is a
  * stop-gradient in graphs as on the tape.
@@ -298,6 +299,37 @@ static void other_kinds_match_tape(void **state) {
     }
 }
 
+/* x used three times, the uses created in another order than the tape's depth-first walk
+ * visits them (softplus first, then sub's subtree): the graph sums the three gradients of x in
+ * the tape's order, so the bits are the tape's (summed in creation order they differ). */
+static nb_tensor *multi_use(nb_tensor *x, nb_tensor *t) {
+    nb_tensor *s = nb_softplus(nb_neg(x), 1.0, 40.0), *m = nb_mul(t, x);
+    return nb_sum(nb_add(nb_sub(x, m), s), NULL, 0, false);
+}
+
+static void multi_use_sums_in_tape_order(void **state) {
+    (void)state;
+    double xd[12], td[12];
+    for (int i = 0; i < 12; i++) {
+        xd[i] = 0.37 * i - 2.1 + 0.013 * i * i;
+        td[i] = (i % 3) * 0.45 + 0.05 * i;
+    }
+    nb_tensor *xv = NBT(nb_from_data(xd, NB_SHAPE(3, 4), NB_F64)), *tv = NBT(nb_from_data(td, NB_SHAPE(3, 4), NB_F64));
+    nb_graph *g = nb_graph_begin("multi_use");
+    assert_non_null(g);
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(3, 4)));
+    nb_tensor *t = NBT(nb_graph_input(g, "t", NB_F64, NB_SHAPE(3, 4))), *gx;
+    assert_int_equal(nb_graph_grad(NBT(multi_use(x, t)), 1, &x, &gx), NB_OK);
+    assert_int_equal(nb_graph_output(g, "gx", gx), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_tensor *res, *want, *xl = NBT(nb_clone(xv));
+    run_graph(g, 2, (const char *[]){"x", "t"}, (nb_tensor *[]){xv, tv}, &res);
+    nb_graph_release(g);
+    assert_int_equal(nb_set_requires_grad(xl, true), NB_OK);
+    assert_int_equal(nb_autograd_grad(NBT(multi_use(xl, tv)), NULL, &xl, 1, false, &want), NB_OK);
+    assert_bitwise(res, want);
+}
+
 static void errors(void **state) {
     (void)state;
     nb_tensor *gr[1];
@@ -379,6 +411,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(broadcast_reduces_with_symbolic_batch, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(mlp_params_match_tape, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(other_kinds_match_tape, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(multi_use_sums_in_tape_order, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(detach_stops_gradient, nbt_setup, nbt_teardown),
     };

@@ -1,10 +1,13 @@
 /*
  * grad.c — reverse mode inside a graph being built (nb_graph_grad): mark the
- * nodes that depend on the wrt values, walk from the loss back in id order
- * (ids are topological), apply each node's derivative rule from the op table
- * to symbolic tensors of its inputs while the graph's trace is on top of the
- * dispatch stack (so the rule's ops append the backward nodes to the same
- * graph), conform each input gradient as the tape does and accumulate it.
+ * nodes that depend on the wrt values, walk from the loss back in the tape's
+ * order (the reverse post-order of a depth-first search over inputs in order,
+ * as backward.c: gradients reaching a value from several uses are summed in
+ * the eager order, to the same bits), apply each node's derivative rule from
+ * the op table to symbolic tensors of its inputs while the graph's trace is
+ * on top of the dispatch stack (so the rule's ops append the backward nodes
+ * to the same graph), conform each input gradient as the tape does and
+ * accumulate it.
  */
 #include "graph.h"
 #include "../autograd/vjp.h"
@@ -107,6 +110,41 @@ static nb_status back_through(nb_graph *g, const nb_gnode *nd, nb_tensor *gr, co
     return st;
 }
 
+/* The dependent nodes the loss reaches (dep[last] set) into order, in the post-order of a
+ * depth-first search over each node's dependent inputs in input order — backward.c's topo
+ * over tracked tensors — so that walking it backwards visits every consumer before its
+ * producers, in the tape's order.  Returns the count, -1 (typed error) out of memory. */
+static int32_t post_order(const nb_graph *g, int32_t last, const bool *dep, int32_t *order) {
+    int32_t *stack = nb__calloc((size_t)last + 1, sizeof *stack), *next = nb__calloc((size_t)last + 1, sizeof *next);
+    bool *seen = nb__calloc((size_t)last + 1, sizeof *seen);
+    int32_t n = 0, top = 0;
+    if (!stack || !next || !seen) {
+        nb__error(NB_ERR_OOM, "%s: out of memory ordering graph '%s'", OP, g->name);
+        n = -1;
+    } else {
+        stack[top++] = last;
+        seen[last] = true;
+    }
+    while (n >= 0 && top > 0) {
+        const nb_gnode *nd = &g->nodes[stack[top - 1]];
+        int32_t k = next[top - 1]++;
+        if (k < nd->n_in) {
+            nb_gval in = nd->in[k];
+            if (in.node >= 0 && in.out == 0 && dep[in.node] && !seen[in.node]) {
+                seen[in.node] = true;
+                next[top] = 0;
+                stack[top++] = in.node;
+            }
+        } else {
+            order[n++] = stack[--top];
+        }
+    }
+    nb__free(seen);
+    nb__free(next);
+    nb__free(stack);
+    return n;
+}
+
 /* t (owned) as a value of g: concrete tensors a rule made (zeros of a static shape) are captured. */
 static nb_tensor *in_graph(nb_graph *g, nb_tensor *t) {
     if (!t || t->graph == g) return t;
@@ -117,17 +155,20 @@ static nb_tensor *in_graph(nb_graph *g, nb_tensor *t) {
 
 /* acc[i] = d loss / d wrt[i] (owned, NULL when the loss does not reach wrt[i]). */
 static nb_status walk(nb_graph *g, nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor **acc) {
-    int32_t last = loss->gnode;
+    int32_t last = loss->gnode, norder = 0;
     bool *dep = nb__calloc((size_t)last + 1, sizeof *dep);
     nb_tensor **grads = dep ? nb__calloc((size_t)last + 1, sizeof *grads) : NULL;
+    int32_t *order = grads ? nb__calloc((size_t)last + 1, sizeof *order) : NULL;
     nb_status st = NB_OK;
-    if (!grads) st = nb__error(NB_ERR_OOM, "%s: out of memory for graph '%s'", OP, g->name);
+    if (!order) st = nb__error(NB_ERR_OOM, "%s: out of memory for graph '%s'", OP, g->name);
     if (st == NB_OK) mark_dependents(g, last, wrt, n, dep);
     if (st == NB_OK && loss->gout == 0 && dep[last]) {
         grads[last] = nb__scope_take(nb_ones_like(loss)); /* the seed */
         if (!grads[last]) st = nb_last_status();
+        else if ((norder = post_order(g, last, dep, order)) < 0) st = nb_last_status();
     }
-    for (int32_t id = last; id >= 0 && st == NB_OK; id--) {
+    for (int32_t k = norder - 1; k >= 0 && st == NB_OK; k--) {
+        int32_t id = order[k];
         nb_tensor *gr = grads[id];
         if (!gr) continue;
         grads[id] = NULL;
@@ -140,6 +181,7 @@ static nb_status walk(nb_graph *g, nb_tensor *loss, int n, nb_tensor *const *wrt
     }
     if (grads)
         for (int32_t id = 0; id <= last; id++) nb_release(grads[id]);
+    nb__free(order);
     nb__free(grads);
     nb__free(dep);
     return st;
