@@ -281,7 +281,7 @@ static double reduce_one(const red_ctx *c, int64_t base) {
     if ((op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(x->dtype) >= 0 && c->nr >= 1 &&
         c->rstride[c->nr - 1] == 1 && c->rshape[c->nr - 1] >= 8)
         return reduce_runs(c, base);
-    bool arg = op == NB_OP_ARGMAX || op == NB_OP_ARGMIN;
+    bool arg = nb__ops[op].kind == NB_KIND_ARGREDUCE;
     double acc = arg ? 0 : nb__ident_f64(op);
     int64_t best = 0;
     int64_t idx[NB_MAX_DIMS] = {0};

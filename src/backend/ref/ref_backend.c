@@ -72,7 +72,7 @@ static nb_status ref_where(nb_tensor *out, const nb_tensor *c, const nb_tensor *
 static nb_status ref_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask) {
     int64_t sub[NB_MAX_DIMS]; /* extent of the reduced sub-space */
     for (int d = 0; d < x->ndim; d++) sub[d] = mask[d] ? x->shape[d] : 1;
-    bool exact = nb__int_path(op, x->dtype), arg = op == NB_OP_ARGMAX || op == NB_OP_ARGMIN;
+    bool exact = nb__int_path(op, x->dtype), arg = nb__ops[op].kind == NB_KIND_ARGREDUCE;
     FOR_EACH(out, o) {
         double acc = arg ? 0 : nb__ident_f64(op);
         int64_t iacc = exact ? nb__ident_i64(op) : 0;
