@@ -16,7 +16,7 @@ nb_tensor *nb__grad_conform(nb_tensor *g, const nb_tensor *x);
 #define NB_VJP_DECL_RULE(name) nb_status nb__vjp_##name(const nb_node *node, nb_tensor *g, nb_tensor **gin);
 #define NB_VJP_DECL_NONE(name)
 #define NB_VJP_DECL_COMPOSITE(name)
-#define NB_OP(E, name, kind, grad, dt, expr) NB_VJP_DECL_##grad(name)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) NB_VJP_DECL_##grad(name)
 #include "../ops/ops.def"
 #undef NB_OP
 #undef NB_VJP_DECL_RULE

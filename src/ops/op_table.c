@@ -1,17 +1,32 @@
-/* op_table.c — the op table expanded from ops.def: names, kinds, derivative rules. */
+/* op_table.c — the op table expanded from ops.def: names, kinds, derivative rules,
+ * integer exactness and reduction starts, with the rows' consistency checked at build time. */
 #include "ops.h"
 #include "../autograd/vjp.h"
 
 #define NB_VJP_RULE(name) nb__vjp_##name
 #define NB_VJP_NONE(name) NULL
 #define NB_VJP_COMPOSITE(name) NULL
+#define NB_IXF_INT(f) true
+#define NB_IXF_NA false
 
 const nb_op_info nb__ops[NB_OP_COUNT] = {
-#define NB_OP(E, name, kind, grad, dt, expr) \
-    [NB_OP_##E] = {#name, NB_KIND_##kind, NB_GRAD_##grad, NB_DT_##dt, NB_VJP_##grad(name)},
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) \
+    [NB_OP_##E] = {#name, NB_KIND_##kind, NB_GRAD_##grad, NB_DT_##dt, NB_VJP_##grad(name), NB_IXF_##iexpr, \
+                   NB_IDENT_##ident},
 #include "ops.def"
 #undef NB_OP
 };
+
+/* Build-time row checks: a REDUCE or SCAN row has an integer step and a start; only UNARY,
+ * BINARY, REDUCE and SCAN rows have an integer formula; no other row has a start. */
+#define NB_FOLDS(k) (NB_KIND_##k == NB_KIND_REDUCE || NB_KIND_##k == NB_KIND_SCAN)
+#define NB_INT_OK(k) (NB_FOLDS(k) || NB_KIND_##k == NB_KIND_UNARY || NB_KIND_##k == NB_KIND_BINARY)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident)                                              \
+    _Static_assert(NB_FOLDS(kind) ? NB_IXF_##iexpr && NB_IDENT_##ident != NB_IDENT_NA                \
+                                  : NB_IDENT_##ident == NB_IDENT_NA && (NB_INT_OK(kind) || !NB_IXF_##iexpr), \
+                   "ops.def row " #E ": iexpr / ident do not fit kind " #kind);
+#include "ops.def"
+#undef NB_OP
 
 int nb_op_count(void) { return NB_OP_COUNT; }
 

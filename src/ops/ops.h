@@ -10,7 +10,7 @@
 typedef struct nb_backend nb_backend;
 
 typedef enum nb_op {
-#define NB_OP(E, name, kind, grad, dt, expr) NB_OP_##E,
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) NB_OP_##E,
 #include "ops.def"
 #undef NB_OP
     NB_OP_COUNT
@@ -31,6 +31,9 @@ typedef enum nb_dtype_rule {
     NB_DT_RULE_COUNT
 } nb_dtype_rule;
 
+/** Where a reduction or scan starts (ops.def's ident column); NA for other kinds. */
+typedef enum nb_ident { NB_IDENT_NA, NB_IDENT_ZERO, NB_IDENT_ONE, NB_IDENT_LOWEST, NB_IDENT_HIGHEST, NB_IDENT_COUNT } nb_ident;
+
 /**
  * Vector-Jacobian product of one recorded node: given the gradient g of the
  * node's output, write a new reference (or NULL for "no gradient") for each
@@ -47,7 +50,9 @@ typedef struct nb_op_info {
     nb_op_kind kind;
     nb_grad_kind grad;
     nb_dtype_rule dtype_rule;
-    nb_vjp_fn vjp; /* non-NULL exactly when grad == NB_GRAD_RULE */
+    nb_vjp_fn vjp;  /* non-NULL exactly when grad == NB_GRAD_RULE */
+    bool int_exact; /* iexpr is INT(…): exact int64 evaluation on integer and bool operands */
+    nb_ident ident; /* REDUCE / SCAN: the starting value */
 } nb_op_info;
 
 extern const nb_op_info nb__ops[NB_OP_COUNT];

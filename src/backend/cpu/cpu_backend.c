@@ -245,18 +245,6 @@ static inline bool beats(bool max, double acc, double v) {
     return acc == acc && ((max ? v > acc : v < acc) || v != v);
 }
 
-/* acc combined with v by a value reduction (SUM, PROD, MAX, MIN). */
-static inline double combine(nb_op op, double acc, double v) {
-    switch (op) {
-    case NB_OP_SUM: return acc + v;
-    case NB_OP_PROD: return acc * v;
-    case NB_OP_MAX:
-    case NB_OP_MIN: return beats(op == NB_OP_MAX, acc, v) ? v : acc;
-    default: NB_ASSERT(0 && "not a value reduction");
-    }
-    return acc;
-}
-
 /* Element offset (from base) of the multi-index idx over the first n reduced
  * axes; then idx advances to the next position in row-major order. */
 static int64_t sub_walk(const red_ctx *c, int n, int64_t base, int64_t *idx) {
@@ -273,13 +261,13 @@ static double reduce_runs(const red_ctx *c, int64_t base) {
     const nb_cpu_kernels *k = nb__cpu_kernels();
     int s = slot(c->x->dtype), nr = c->nr - 1;
     int64_t es = (int64_t)nb_dtype_size(c->x->dtype), run = c->rshape[nr], idx[NB_MAX_DIMS] = {0};
-    double acc = c->op == NB_OP_SUM ? 0 : c->op == NB_OP_MAX ? -INFINITY : INFINITY;
+    double acc = nb__ident_f64(c->op);
     for (int64_t q = 0; q < c->rnumel / run; q++) {
         const char *p = (const char *)c->x->storage->data + sub_walk(c, nr, base, idx) * es;
         double v = c->op != NB_OP_SUM ? k->extreme[c->op == NB_OP_MAX][s](run, p)
                    : s == 0           ? k->sum_f32(run, (const float *)p)
                                       : k->sum_f64(run, (const double *)p);
-        acc = combine(c->op, acc, v);
+        acc = nb__eval_step(c->op, acc, v);
     }
     return acc;
 }
@@ -293,14 +281,14 @@ static double reduce_one(const red_ctx *c, int64_t base) {
     if ((op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(x->dtype) >= 0 && c->nr >= 1 &&
         c->rstride[c->nr - 1] == 1 && c->rshape[c->nr - 1] >= 8)
         return reduce_runs(c, base);
-    bool arg = op == NB_OP_ARGMAX || op == NB_OP_ARGMIN;
-    double acc = op == NB_OP_PROD ? 1 : op == NB_OP_MAX ? -INFINITY : op == NB_OP_MIN ? INFINITY : 0;
+    bool arg = nb__ops[op].kind == NB_KIND_ARGREDUCE;
+    double acc = arg ? 0 : nb__ident_f64(op);
     int64_t best = 0;
     int64_t idx[NB_MAX_DIMS] = {0};
     for (int64_t r = 0; r < c->rnumel; r++) {
         double v = nb__load(data + sub_walk(c, c->nr, base, idx) * (int64_t)es, x->dtype);
         if (!arg) {
-            acc = combine(op, acc, v);
+            acc = nb__eval_step(op, acc, v);
         } else if (r == 0 || beats(op == NB_OP_ARGMAX, acc, v)) {
             acc = v;
             best = r;
@@ -312,11 +300,11 @@ static double reduce_one(const red_ctx *c, int64_t base) {
 /* Integer SUM/PROD/MAX/MIN of the sub-space at `base`, exact in int64 (wrapping). */
 static int64_t reduce_one_i64(const red_ctx *c, int64_t base) {
     const nb_tensor *x = c->x;
-    int64_t es = (int64_t)nb_dtype_size(x->dtype), acc = nb__reduce_init_i64(c->op);
+    int64_t es = (int64_t)nb_dtype_size(x->dtype), acc = nb__ident_i64(c->op);
     const char *data = (const char *)x->storage->data;
     int64_t idx[NB_MAX_DIMS] = {0};
     for (int64_t r = 0; r < c->rnumel; r++) {
-        acc = nb__reduce_step_i64(c->op, acc, nb__load_i64(data + sub_walk(c, c->nr, base, idx) * es, x->dtype));
+        acc = nb__eval_step_i64(c->op, acc, nb__load_i64(data + sub_walk(c, c->nr, base, idx) * es, x->dtype));
     }
     return acc;
 }
@@ -334,7 +322,7 @@ static void red_range(void *p, int64_t lo, int64_t hi, int tid) {
             ooff += idx[d] * c->ostride[d];
         }
         char *o = (char *)c->out->storage->data + ooff * (int64_t)oes;
-        if (nb__int_reduce(c->op, c->x->dtype)) nb__store_i64(o, c->out->dtype, reduce_one_i64(c, xoff));
+        if (nb__int_path(c->op, c->x->dtype)) nb__store_i64(o, c->out->dtype, reduce_one_i64(c, xoff));
         else nb__store(o, c->out->dtype, reduce_one(c, xoff));
     }
 }
@@ -462,18 +450,18 @@ static void scan_range(void *p, int64_t lo, int64_t hi, int tid) {
         }
         const char *xp = (const char *)c->x->storage->data + xo * (int64_t)xes;
         char *op = (char *)c->out->storage->data + oo * (int64_t)oes;
-        if (nb__int_reduce(c->op, c->x->dtype)) {
-            int64_t acc = nb__reduce_init_i64(c->op);
+        if (nb__int_path(c->op, c->x->dtype)) {
+            int64_t acc = nb__ident_i64(c->op);
             for (int64_t j = 0; j < n; j++) {
-                acc = nb__reduce_step_i64(c->op, acc, nb__load_i64(xp + j * xs * (int64_t)xes, c->x->dtype));
+                acc = nb__eval_step_i64(c->op, acc, nb__load_i64(xp + j * xs * (int64_t)xes, c->x->dtype));
                 nb__store_i64(op + j * os * (int64_t)oes, c->out->dtype, acc);
             }
             continue;
         }
-        double acc = c->op == NB_OP_CUMPROD ? 1 : 0;
+        double acc = nb__ident_f64(c->op);
         for (int64_t j = 0; j < n; j++) {
             double v = nb__load(xp + j * xs * (int64_t)xes, c->x->dtype);
-            acc = c->op == NB_OP_CUMPROD ? acc * v : acc + v;
+            acc = nb__eval_step(c->op, acc, v);
             nb__store(op + j * os * (int64_t)oes, c->out->dtype, acc);
         }
     }

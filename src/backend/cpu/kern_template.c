@@ -209,7 +209,7 @@ static inline float nb_sigmoidf(float x) {
 #define GEN_K_WINDOW GEN_NONE
 #define GEN_K_SIZE GEN_NONE
 #define GEN_K_RANDOM GEN_NONE
-#define NB_OP(E, name, kind, grad, dt, expr) GEN_K_##kind(E, name, dt, expr)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) GEN_K_##kind(E, name, dt, expr)
 #include "../../ops/ops.def"
 #undef NB_OP
 
@@ -305,7 +305,7 @@ EXTREME(double, nb_vf64, nb_vm64, min, <)
 const nb_cpu_kernels NB_KTABLE = {
     .isa = NB_KISA,
     .unary = {
-#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_U_##kind(E, dt)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) NB_TAB_U_##kind(E, dt)
 #define NB_TAB_U_BINARY(E, dt)
 #define NB_TAB_U_WHERE(E, dt)
 #define NB_TAB_U_REDUCE(E, dt)
@@ -327,7 +327,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #undef NB_OP
     },
     .binary = {
-#define NB_OP(E, name, kind, grad, dt, expr) NB_TAB_B_##kind(E, dt)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) NB_TAB_B_##kind(E, dt)
 #define NB_TAB_B_UNARY(E, dt)
 #define NB_TAB_B_WHERE(E, dt)
 #define NB_TAB_B_REDUCE(E, dt)

@@ -72,10 +72,10 @@ static nb_status ref_where(nb_tensor *out, const nb_tensor *c, const nb_tensor *
 static nb_status ref_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask) {
     int64_t sub[NB_MAX_DIMS]; /* extent of the reduced sub-space */
     for (int d = 0; d < x->ndim; d++) sub[d] = mask[d] ? x->shape[d] : 1;
-    bool exact = nb__int_reduce(op, x->dtype);
+    bool exact = nb__int_path(op, x->dtype), arg = nb__ops[op].kind == NB_KIND_ARGREDUCE;
     FOR_EACH(out, o) {
-        double acc = op == NB_OP_PROD ? 1 : op == NB_OP_MAX ? -INFINITY : op == NB_OP_MIN ? INFINITY : 0;
-        int64_t iacc = nb__reduce_init_i64(op);
+        double acc = arg ? 0 : nb__ident_f64(op);
+        int64_t iacc = exact ? nb__ident_i64(op) : 0;
         int64_t best = 0, count = 0;
         int64_t r[NB_MAX_DIMS] = {0}, xi[NB_MAX_DIMS];
         bool any = true;
@@ -83,26 +83,18 @@ static nb_status ref_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const 
         for (bool more = any; more; more = next_index(r, sub, x->ndim), count++) {
             for (int d = 0; d < x->ndim; d++) xi[d] = mask[d] ? r[d] : o[d];
             if (exact) {
-                iacc = nb__reduce_step_i64(op, iacc, geti(x, xi));
+                iacc = nb__eval_step_i64(op, iacc, geti(x, xi));
                 continue;
             }
             double v = get(x, xi);
-            switch (op) {
-            case NB_OP_SUM: acc += v; break;
-            case NB_OP_PROD: acc *= v; break;
-            case NB_OP_MAX: if (v > acc || v != v) acc = (acc != acc) ? acc : v; break;
-            case NB_OP_MIN: if (v < acc || v != v) acc = (acc != acc) ? acc : v; break;
-            case NB_OP_ARGMAX:
-                if (count == 0 || (acc == acc && (v > acc || v != v))) { acc = v; best = count; }
-                break;
-            case NB_OP_ARGMIN:
-                if (count == 0 || (acc == acc && (v < acc || v != v))) { acc = v; best = count; }
-                break;
-            default: NB_ASSERT(0 && "not a reduction");
+            if (!arg) acc = nb__eval_step(op, acc, v);
+            else if (count == 0 || (acc == acc && ((op == NB_OP_ARGMAX ? v > acc : v < acc) || v != v))) {
+                acc = v;
+                best = count;
             }
         }
         if (exact) puti(out, o, iacc);
-        else put(out, o, (op == NB_OP_ARGMAX || op == NB_OP_ARGMIN) ? (double)best : acc);
+        else put(out, o, arg ? (double)best : acc);
     }
     return NB_OK;
 }
@@ -112,17 +104,17 @@ static nb_status ref_scan(nb_op op, nb_tensor *out, const nb_tensor *x, int axis
         if (i[axis] != 0) continue;
         int64_t j[NB_MAX_DIMS];
         memcpy(j, i, sizeof j);
-        double acc = op == NB_OP_CUMPROD ? 1 : 0;
-        int64_t iacc = nb__reduce_init_i64(op);
-        bool exact = nb__int_reduce(op, x->dtype);
+        bool exact = nb__int_path(op, x->dtype);
+        double acc = nb__ident_f64(op);
+        int64_t iacc = exact ? nb__ident_i64(op) : 0;
         for (j[axis] = 0; j[axis] < x->shape[axis]; j[axis]++) {
             if (exact) {
-                iacc = nb__reduce_step_i64(op, iacc, geti(x, j));
+                iacc = nb__eval_step_i64(op, iacc, geti(x, j));
                 puti(out, j, iacc);
                 continue;
             }
             double v = get(x, j);
-            acc = op == NB_OP_CUMPROD ? acc * v : acc + v;
+            acc = nb__eval_step(op, acc, v);
             put(out, j, acc);
         }
     }
