@@ -37,9 +37,12 @@ nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev) {
 
 /* Whether an eager application is recorded on the tape: a differentiable op, recording on, an
  * input tracked; only float results carry gradients (a cast to an integer dtype is not recorded).
- * The untracked case (the common one) returns after the input scan. */
+ * Untracked inputs (the common case) are seen inline, without calls. */
 static inline bool nb__records(nb_op op, nb_tensor *const *in, int n, const nb_meta *meta) {
-    return nb__ops[op].grad != NB_GRAD_NONE && nb__should_record(in, n) && nb_dtype_is_float(meta[0].dtype);
+    if (nb__ops[op].grad == NB_GRAD_NONE) return false;
+    bool tracked = false;
+    for (int i = 0; i < n; i++) tracked |= nb__tracked(in[i]);
+    return tracked && nb__should_record(in, n) && nb_dtype_is_float(meta[0].dtype);
 }
 
 nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
