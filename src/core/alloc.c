@@ -31,7 +31,7 @@ static void *default_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
         free(ptr);
         return NULL;
     }
-    return realloc(ptr, nsize);
+    return ptr ? realloc(ptr, nsize) : malloc(nsize); /* malloc: no realloc detour for new blocks */
 }
 
 static nb_alloc_fn g_fn = default_alloc;

@@ -26,7 +26,7 @@ void nb__meta_of(nb_meta *m, const nb_tensor *t) {
     m->dtype = t->dtype;
     m->ndim = t->ndim;
     m->weak = t->weak;
-    memcpy(m->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    memcpy(m->shape, t->shape, sizeof m->shape); /* the whole array: a fixed-size copy, no call */
 }
 
 nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev) {
@@ -36,9 +36,13 @@ nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev) {
 }
 
 /* Whether an eager application is recorded on the tape: a differentiable op, recording on, an
- * input tracked; only float results carry gradients (a cast to an integer dtype is not recorded). */
+ * input tracked; only float results carry gradients (a cast to an integer dtype is not recorded).
+ * Untracked inputs (the common case) are seen inline, without calls. */
 static inline bool nb__records(nb_op op, nb_tensor *const *in, int n, const nb_meta *meta) {
-    return nb__ops[op].grad != NB_GRAD_NONE && nb_dtype_is_float(meta[0].dtype) && nb__should_record(in, n);
+    if (nb__ops[op].grad == NB_GRAD_NONE) return false;
+    bool tracked = false;
+    for (int i = 0; i < n; i++) tracked |= nb__tracked(in[i]);
+    return tracked && nb__should_record(in, n) && nb_dtype_is_float(meta[0].dtype);
 }
 
 nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
@@ -78,9 +82,11 @@ static nb_interp *interp_for(nb_op op, nb_tensor *const *in, int n, bool *bad) {
     return it;
 }
 
+/* Every kind but COMPOSITE has both steps (a missing one fails to link), so k is checked only
+ * for NULL; n bounds nb__eager_apply's node inputs. */
 int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out) {
     const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
-    NB_ASSERT(k && k->infer && n <= 8);
+    NB_ASSERT(k && n <= 8);
     nb_meta meta[NB_MAX_OUTS];
     int nout = k->infer(op, in, n, attrs, meta);
     if (nout < 0) return -1;
@@ -93,7 +99,7 @@ int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tenso
 
 nb_tensor *nb__apply(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs) {
     const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
-    NB_ASSERT(k && k->infer && n <= 8);
+    NB_ASSERT(k && n <= 8);
     nb_meta meta[NB_MAX_OUTS];
     nb_tensor *out[NB_MAX_OUTS];
     int nout = k->infer(op, in, n, attrs, meta);

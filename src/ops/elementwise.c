@@ -5,10 +5,9 @@
  */
 #include "../backend/backend.h"
 
-#include <math.h>
 #include <string.h>
 
-nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) {
+static inline nb_dtype unary_dtype(nb_op op, nb_dtype dt) {
     switch (nb__ops[op].dtype_rule) {
     case NB_DT_FLOAT: return nb__float_of(dt);
     case NB_DT_BOOL: return NB_BOOL;
@@ -16,12 +15,14 @@ nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) {
     }
 }
 
+nb_dtype nb__unary_dtype(nb_op op, nb_dtype dt) { return unary_dtype(op, dt); }
+
 static int infer_unary(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_meta *m) {
     (void)n;
     (void)attrs;
     if (!nb__backend_common(nb__ops[op].name, in, 1)) return -1;
     nb__meta_of(m, in[0]);
-    m->dtype = nb__unary_dtype(op, in[0]->dtype);
+    m->dtype = unary_dtype(op, in[0]->dtype);
     m->weak = false;
     return 1;
 }
@@ -47,7 +48,10 @@ const nb_kind_impl nb__kind_unary = {infer_unary, exec_unary};
 
 nb_tensor *nb__unary(nb_op op, nb_tensor *x, double p0, double p1) {
     NB_CHECK_ARG(nb__ops[op].name, x);
-    if (p0 == 0 && p1 == 0 && !signbit(p0) && !signbit(p1)) return nb__apply(op, &x, 1, NULL); /* no memset */
+    uint64_t b0, b1; /* both +0.0 (the bits, so -0.0 and NaN are parameters): no attrs, no memset */
+    memcpy(&b0, &p0, sizeof b0);
+    memcpy(&b1, &p1, sizeof b1);
+    if ((b0 | b1) == 0) return nb__apply(op, &x, 1, NULL);
     nb_attrs a = {.f = {p0, p1}};
     return nb__apply(op, &x, 1, &a);
 }

@@ -21,7 +21,7 @@ int nb__axes_mask(const char *op, const int *axes, int naxes, int ndim, bool *ma
         return -1;
     }
     for (int i = 0; i < naxes; i++) {
-        int a = nb__axis(op, axes[i], ndim);
+        int a = axes[i] >= 0 && axes[i] < ndim ? axes[i] : nb__axis(op, axes[i], ndim); /* no call when in range */
         if (a < 0) return -1;
         if (mask[a]) {
             nb__error(NB_ERR_AXIS, "%s: axis %d appears twice", op, axes[i]);

@@ -29,7 +29,24 @@ static bool sym_error(const char *op, const char *what, int64_t d) {
 
 /* ---- infer: the view's metadata from its input's (x), attrs normalized ---- */
 
-/* The input of a view as infer sees it (a tensor's fields, or a VIEW_GRAD's base; no copy). */
+/* An axis from attrs: normalized ones (in [0, ndim)) pass without a call, others go through
+ * nb__axis (negative counted from the end, errors naming op). */
+static inline int attr_axis(const char *op, int64_t axis, int ndim) {
+    return axis >= 0 && axis < ndim ? (int)axis : nb__axis(op, (int)axis, ndim);
+}
+
+/* Product of the sizes of a view's input: concrete sizes inline (the eager case), else
+ * nb__dims_prod (symbolic dims, overflow errors). */
+static inline int64_t in_numel(const char *op, const int64_t *shape, int ndim) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return nb__dims_prod(op, shape, ndim);
+    return n;
+}
+
+/* The input of a view as infer sees it (a tensor's fields, or a VIEW_GRAD's base; no copy).
+ * shape is a whole NB_MAX_DIMS array (a record's or an attrs'), so it is copied at a fixed
+ * size (inline moves, no memcpy call; the entries past ndim are never read as sizes). */
 typedef struct view_in {
     const int64_t *shape;
     int ndim;
@@ -54,9 +71,9 @@ static bool reshape_meta(const char *op, const view_in *x, nb_attrs *a, nb_meta 
             return false;
         }
     }
-    int64_t n = nb__dims_prod(op, x->shape, x->ndim);
+    int64_t n = in_numel(op, x->shape, x->ndim);
     if (n == -1) return false;
-    memcpy(m->shape, shape, sizeof(int64_t) * (size_t)ndim);
+    memcpy(m->shape, shape, sizeof m->shape);
     m->ndim = ndim;
     bool sym = nb__dim_sym(n) || nb__dim_sym(known);
     if (infer >= 0) {
@@ -65,9 +82,9 @@ static bool reshape_meta(const char *op, const view_in *x, nb_attrs *a, nb_meta 
         if (m->shape[infer] == -1) return false;
     } else if (known != n)
         goto mismatch;
-    if (!nb__dims_any_sym(m->shape, ndim) && nb__numel_checked(op, m->shape, ndim) < 0)
-        return false; /* an empty shape's strides must fit too */
-    memcpy(a->shape, m->shape, sizeof(int64_t) * (size_t)ndim);
+    /* an empty shape's strides must fit too (a nonempty one has n elements, which fit) */
+    if (n == 0 && !nb__dims_any_sym(m->shape, ndim) && nb__numel_checked(op, m->shape, ndim) < 0) return false;
+    if (infer >= 0) a->shape[infer] = m->shape[infer];
     return true;
 mismatch:
     if (sym) nb__error(NB_ERR_SHAPE, "%s: cannot reshape %s into %s", op, NB_DIMS_STR(x->shape, x->ndim),
@@ -84,7 +101,7 @@ static bool permute_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     }
     bool seen[NB_MAX_DIMS] = {0};
     for (int i = 0; i < x->ndim; i++) {
-        int p = nb__axis("permute", a->axes[i], x->ndim);
+        int p = attr_axis("permute", a->axes[i], x->ndim);
         if (p < 0) return false;
         if (seen[p]) {
             nb__error(NB_ERR_AXIS, "permute: axis %d repeated", p);
@@ -127,7 +144,7 @@ static bool expand_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
 /* A normalized slice {axis, start, step, len}: on a concrete axis every element it reaches
  * must lie inside (this is also the run-time check of a slice traced on a symbolic axis). */
 static bool slice_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
-    int ax = nb__axis("slice", (int)a->i[0], x->ndim);
+    int ax = attr_axis("slice", a->i[0], x->ndim);
     if (ax < 0) return false;
     int64_t n = x->shape[ax], start = a->i[1], step = a->i[2], len = a->i[3], last;
     if (step == 0 || step == INT64_MIN) {
@@ -149,13 +166,13 @@ static bool slice_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     }
     a->i[0] = ax;
     m->ndim = x->ndim;
-    memcpy(m->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+    memcpy(m->shape, x->shape, sizeof m->shape);
     m->shape[ax] = len;
     return true;
 }
 
 static bool select_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
-    int ax = nb__axis("select", (int)a->i[0], x->ndim);
+    int ax = attr_axis("select", a->i[0], x->ndim);
     if (ax < 0) return false;
     int64_t n = x->shape[ax], index = a->i[1];
     if (!nb__dim_sym(n)) {
@@ -190,7 +207,7 @@ static int64_t diag_len(const int64_t *shape, int64_t offset, int x, int y) {
 }
 
 static bool diagonal_meta(const view_in *t, nb_attrs *a, nb_meta *m) {
-    int x = nb__axis("diagonal", (int)a->i[1], t->ndim), y = nb__axis("diagonal", (int)a->i[2], t->ndim);
+    int x = attr_axis("diagonal", a->i[1], t->ndim), y = attr_axis("diagonal", a->i[2], t->ndim);
     if (x < 0 || y < 0) return false;
     if (x == y) {
         nb__error(NB_ERR_AXIS, "diagonal: axes %d and %d are the same", (int)a->i[1], (int)a->i[2]);
@@ -224,7 +241,7 @@ static bool view_meta(nb_op op, const view_in *x, nb_attrs *a, nb_meta *m) {
     case NB_OP_DIAGONAL: return diagonal_meta(x, a, m);
     case NB_OP_DETACH:
         m->ndim = x->ndim;
-        memcpy(m->shape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+        memcpy(m->shape, x->shape, sizeof m->shape);
         return true;
     default: NB_ASSERT(0 && "not a view op");
     }
@@ -340,8 +357,8 @@ static nb_tensor *view_build(nb_op op, nb_tensor *t, const nb_attrs *a) {
         int ax = (int)a->i[0];
         int64_t start = a->i[1], step = a->i[2], len = a->i[3];
         n = t->ndim;
-        memcpy(shape, t->shape, sizeof(int64_t) * (size_t)n);
-        memcpy(st, t->stride, sizeof(int64_t) * (size_t)n);
+        memcpy(shape, t->shape, sizeof shape); /* whole arrays: fixed-size copies, no call */
+        memcpy(st, t->stride, sizeof st);
         shape[ax] = len;
         st[ax] = t->stride[ax] * step;
         if (len) off += start * t->stride[ax];
