@@ -5,7 +5,8 @@
  * cache's counters and LRU eviction, params read at run time and
  * overridden by name, merging values of two graphs, typed errors without
  * leaks (bad arguments, data access on symbolic tensors, an unfinished
- * graph), the verifier on hand-broken graphs, and DOT text.
+ * graph), the verifier on hand-broken graphs, DOT text, and a plan's runs
+ * reusing the last binding's metadata (also with two threads on one plan).
  */
 #include "support.h"
 #include "graph/graph.h"
@@ -479,6 +480,75 @@ static void runs_inside_a_trace_are_eager(void **state) {
     nb_graph_release(g);
 }
 
+/* index_select(reshape(x, [2B, 2]) * 3, 0, idx) summed over axis 1: a symbolic reshape attr, a
+ * run-time index check. */
+static nb_tensor *reuse_model(nb_tensor *x, nb_tensor *idx, int64_t B) {
+    nb_tensor *r = nb_mul(nb_reshape(x, NB_SHAPE(nb__is_symbolic(x) ? nb__dim_mul("test", B, 2) : 2 * B, 2)), 3.0);
+    return nb_sum(nb_index_select(r, 0, idx), (const int[]){1}, 1, false);
+}
+
+static nb_compiled *reuse_plan(nb_graph **g) {
+    *g = nb_graph_begin("reuse");
+    int64_t B = nb_dim("B");
+    nb_tensor *x = NBT(nb_graph_input(*g, "x", NB_F32, NB_SHAPE(B, 4)));
+    nb_tensor *idx = NBT(nb_graph_input(*g, "idx", NB_I64, NB_SHAPE(nb_dim("K"))));
+    assert_int_equal(nb_graph_output(*g, "y", reuse_model(x, idx, B)), NB_OK);
+    assert_int_equal(nb_graph_end(*g), NB_OK);
+    nb_compiled *c = nb_graph_compile(*g, NB_CPU);
+    assert_non_null(c);
+    return c;
+}
+
+/* Run c on a random x [B, 4] and the indices 0, 2B-1, 1, 0 (or `bad` for the second) against eager. */
+static nb_status run_reuse(nb_compiled *c, int64_t B, int64_t bad) {
+    nb_scope_begin();
+    nb_tensor *x = NBT(nb_randn(NB_SHAPE(B, 4), NB_F32)), *y = NULL;
+    int64_t iv[4] = {0, bad ? bad : 2 * B - 1, 1, 0};
+    nb_tensor *idx = NBT(nb_from_data(iv, NB_SHAPE(4), NB_I64));
+    nb_status st = nb_compiled_run(c, 2, (const char *[]){"x", "idx"}, (nb_tensor *[]){x, idx}, 1, &y);
+    if (st == NB_OK) assert_same_bits(y, NBT(reuse_model(x, idx, B)));
+    nb_scope_end();
+    return st;
+}
+
+/* A run under the binding of the plan's previous run reuses its attrs and metas: right values when
+ * the batch size comes back, after another, and after a run that failed at run time. */
+static void runs_under_the_last_binding_reuse_it(void **state) {
+    (void)state;
+    nb_graph *g;
+    nb_compiled *c = reuse_plan(&g);
+    const int64_t sizes[] = {3, 3, 5, 3, 1, 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) assert_int_equal(run_reuse(c, sizes[k], 0), NB_OK);
+    assert_error(run_reuse(c, 1, 7), NB_ERR_INDEX, NULL); /* index 7 of 2 rows, same binding */
+    assert_int_equal(run_reuse(c, 1, 0), NB_OK);
+    assert_error(run_reuse(c, 4, 8), NB_ERR_INDEX, NULL); /* a new binding that fails */
+    assert_int_equal(run_reuse(c, 4, 0), NB_OK);
+    assert_int_equal(run_reuse(c, 1, 0), NB_OK);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+static void *run_reuse_on_thread(void *arg) {
+    for (int k = 0; k < 50; k++)
+        if (run_reuse(arg, 2 + k % 3, 0) != NB_OK) return arg;
+    return NULL;
+}
+
+/* One plan run from two threads at once: each run right (one of them without the plan's run cache). */
+static void a_plan_runs_on_two_threads_at_once(void **state) {
+    (void)state;
+    nb_graph *g;
+    nb_compiled *c = reuse_plan(&g);
+    pthread_t th[2];
+    void *res[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, run_reuse_on_thread, c), 0);
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(th[i], &res[i]), 0);
+    assert_null(res[0]);
+    assert_null(res[1]);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 /* Each thread has its own cache; a thread's plans are released when it exits. */
 static void *compile_on_thread(void *arg) {
     nb_compile_cache_stats *out = arg;
@@ -513,6 +583,8 @@ int main(void) {
     if (nb_set_allocator(counting_alloc, NULL) != NB_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(traced_matches_eager_over_batch_sizes, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(runs_under_the_last_binding_reuse_it, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(a_plan_runs_on_two_threads_at_once, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cache_counts_hits_misses_evictions, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(params_are_read_at_run_time_and_overridable, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(merged_graphs_give_the_right_values, nbt_setup, nbt_teardown),

@@ -40,6 +40,7 @@ nb_compiled *nb_compiled_retain(nb_compiled *c) {
 void nb_compiled_release(nb_compiled *c) {
     if (!c || atomic_fetch_sub(&c->refs, 1) != 1) return;
     nb__schedule_free(&c->s);
+    nb__run_cache_free(&c->run);
     nb_graph_release(c->g);
     nb__free(c);
 }
@@ -53,6 +54,7 @@ static nb_compiled *plan_new(nb_graph *g, nb_device dev) {
         return NULL;
     }
     atomic_init(&c->refs, 1);
+    atomic_init(&c->run.busy, false);
     nb__graph_retain(g);
     c->g = g;
     c->dev = dev;

@@ -2,8 +2,10 @@
  * run.c — the executor of compiled plans: binds the named arguments
  * (inputs; params default to their bound tensors) with dtype, rank and
  * symbolic-dim checks, then runs the schedule op by op — symbolic dims in
- * attrs evaluated, infer re-run on the concrete inputs, the op executed
- * eagerly without recording — freeing each intermediate after its last use.
+ * attrs evaluated, infer re-run on the concrete inputs (or both taken from
+ * the plan's previous run under the same binding, compile.h), the op
+ * executed eagerly without recording — freeing each intermediate after its
+ * last use.
  */
 #include "compile.h"
 
@@ -81,24 +83,34 @@ static nb_status concrete_attrs(nb_attrs *a, const char *op, const nb_dim_bindin
     return NB_OK;
 }
 
-static nb_status run_step(const nb_graph *g, int32_t id, nb_tensor **slot, const nb_dim_binding *bind) {
-    const nb_gnode *nd = &g->nodes[id];
+/* Step k's concrete attrs and output metadata into a, meta: computed (symbolic dims evaluated, infer
+ * re-run on the inputs in[]), or when `reuse`, those stored by the previous run. */
+static nb_status step_meta(const nb_gnode *nd, int32_t id, nb_tensor **in, const nb_dim_binding *bind, bool reuse,
+                           nb_attrs *a, nb_meta *meta) {
+    if (reuse) return NB_OK;
     const char *name = nb__ops[nd->op].name;
-    nb_tensor *in[8];
-    for (int i = 0; i < nd->n_in; i++) in[i] = nd->in[i].node < 0 ? NULL : slot[nb__slot(nd->in[i])];
-    nb_attrs a = nd->attrs;
-    nb_status st = concrete_attrs(&a, name, bind);
+    *a = nd->attrs;
+    nb_status st = concrete_attrs(a, name, bind);
     if (st != NB_OK) return st;
-    nb_meta meta[NB_MAX_OUTS];
-    int nout = nb__kinds[nb__ops[nd->op].kind]->infer(nd->op, in, nd->n_in, &a, meta);
+    int nout = nb__kinds[nb__ops[nd->op].kind]->infer(nd->op, in, nd->n_in, a, meta);
     if (nout < 0) return nb_last_status();
     if (nout != nd->n_out)
         return nb__error(NB_ERR_STATE, "%s: node %d (%s) gives %d outputs at run time, %d when traced", OP, (int)id,
                          name, nout, nd->n_out);
-    nb_tensor *res[NB_MAX_OUTS];
-    st = nb__eager_apply(nd->op, in, nd->n_in, &a, meta, nout, res);
+    return NB_OK;
+}
+
+static nb_status run_step(const nb_graph *g, int32_t id, nb_tensor **slot, const nb_dim_binding *bind, bool reuse,
+                          nb_attrs *a, nb_meta *meta) {
+    const nb_gnode *nd = &g->nodes[id];
+    nb_tensor *in[8];
+    for (int i = 0; i < nd->n_in; i++) in[i] = nd->in[i].node < 0 ? NULL : slot[nb__slot(nd->in[i])];
+    nb_status st = step_meta(nd, id, in, bind, reuse, a, meta);
     if (st != NB_OK) return st;
-    for (int j = 0; j < nout; j++) slot[nb__slot((nb_gval){id, j})] = res[j];
+    nb_tensor *res[NB_MAX_OUTS];
+    st = nb__eager_apply(nd->op, in, nd->n_in, a, meta, nd->n_out, res);
+    if (st != NB_OK) return st;
+    for (int j = 0; j < nd->n_out; j++) slot[nb__slot((nb_gval){id, j})] = res[j];
     return NB_OK;
 }
 
@@ -109,14 +121,19 @@ static nb_status eager_interp_apply(nb_interp *self, nb_op op, nb_tensor *const 
     return nb__eager_apply(op, in, n, attrs, meta, nout, out);
 }
 
-static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_dim_binding *bind) {
+/* Run the schedule; with `rc` (the plan's cache in hand) its attrs and metas are reused when `reuse`,
+ * else stored. */
+static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_dim_binding *bind, nb_run_cache *rc,
+                              bool reuse) {
     nb_interp eager = {.name = "compiled", .apply = eager_interp_apply};
     nb__interp_push(&eager);
     nb_no_grad_begin();
     nb_status st = NB_OK;
     const nb_schedule *s = &c->s;
     for (int k = 0; k < s->n && st == NB_OK; k++) {
-        st = run_step(c->g, s->node[k], slot, bind);
+        nb_attrs a;
+        nb_meta meta[NB_MAX_OUTS];
+        st = run_step(c->g, s->node[k], slot, bind, reuse, rc ? &rc->attrs[k] : &a, rc ? &rc->meta[k * NB_MAX_OUTS] : meta);
         for (int f = s->free_start[k]; st == NB_OK && f < s->free_start[k + 1]; f++) {
             nb_release(slot[s->free_slot[f]]);
             slot[s->free_slot[f]] = NULL;
@@ -125,6 +142,46 @@ static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_d
     nb_no_grad_end();
     nb__interp_pop(&eager);
     return st;
+}
+
+void nb__run_cache_free(nb_run_cache *rc) {
+    nb__free(rc->slot);
+    nb__free(rc->attrs);
+    nb__free(rc->meta);
+    rc->slot = NULL;
+    rc->attrs = NULL;
+    rc->meta = NULL;
+    rc->valid = false;
+}
+
+/* c's run cache, taken for this run (its arrays allocated at the first); NULL when another run holds
+ * it or memory is short (the run then goes without). */
+static nb_run_cache *take_run_cache(nb_compiled *c, size_t nslots) {
+    nb_run_cache *rc = &c->run;
+    if (atomic_exchange(&rc->busy, true)) return NULL;
+    if (!rc->slot) {
+        size_t n = (size_t)(c->s.n ? c->s.n : 1);
+        rc->slot = nb__calloc(nslots ? nslots : 1, sizeof *rc->slot);
+        rc->attrs = nb__malloc(sizeof *rc->attrs * n);
+        rc->meta = nb__malloc(sizeof *rc->meta * n * NB_MAX_OUTS);
+        if (!rc->slot || !rc->attrs || !rc->meta) {
+            nb__run_cache_free(rc);
+            atomic_store(&rc->busy, false);
+            return NULL;
+        }
+    }
+    return rc;
+}
+
+/* The same symbols bound to the same sizes (in any order). */
+static bool same_binding(const nb_dim_binding *a, const nb_dim_binding *b) {
+    if (a->n != b->n) return false;
+    for (int i = 0; i < a->n; i++) {
+        int j = 0;
+        while (j < b->n && b->sym[j] != a->sym[i]) j++;
+        if (j == b->n || b->val[j] != a->val[i]) return false;
+    }
+    return true;
 }
 
 static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
@@ -137,15 +194,30 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
     if ((n && (!names || !values)) || (nout && !outputs))
         return nb__error(NB_ERR_NULL, "%s: names, values or outputs is NULL", OP);
     size_t nslots = (size_t)g->n * NB_MAX_OUTS;
-    nb_tensor **slot = nb__calloc(nslots ? nslots : 1, sizeof *slot);
+    nb_run_cache *rc = take_run_cache(c, nslots);
+    nb_tensor **slot = rc ? rc->slot : nb__calloc(nslots ? nslots : 1, sizeof *slot);
     if (!slot) return nb__error(NB_ERR_OOM, "%s: out of memory running graph '%s'", OP, g->name);
     nb_dim_binding bind = {0};
     nb_status st = bind_args(c, n, names, values, slot, &bind);
-    if (st == NB_OK) st = run_schedule(c, slot, &bind);
+    if (st == NB_OK) {
+        bool weak = false; /* a weak scalar argument may promote otherwise: no reuse */
+        for (int i = 0; i < n; i++) weak |= values[i]->weak;
+        bool reuse = rc && rc->valid && !weak && same_binding(&rc->bind, &bind);
+        if (rc && !reuse) rc->valid = false; /* overwritten from here on */
+        st = run_schedule(c, slot, &bind, rc, reuse);
+        if (rc && st == NB_OK && !weak) {
+            rc->valid = true;
+            rc->bind = bind;
+        }
+    }
     if (st == NB_OK)
         for (int i = 0; i < nout; i++) outputs[i] = nb__own(nb_retain(slot[nb__slot(g->outputs[i])]));
-    for (size_t i = 0; i < nslots; i++) nb_release(slot[i]);
-    nb__free(slot);
+    for (size_t i = 0; i < nslots; i++) {
+        nb_release(slot[i]);
+        slot[i] = NULL;
+    }
+    if (rc) atomic_store(&rc->busy, false);
+    else nb__free(slot);
     return st;
 }
 
