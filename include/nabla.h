@@ -1462,7 +1462,11 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
  * size different from a declared one, a dim bound to two sizes), the ops'
  * own run-time errors (index out of range, …); on error no output is
  * written.  The ops run without tape recording (outputs do not require
- * grad; differentiate inside the graph with nb_graph_grad).
+ * grad; differentiate inside the graph with nb_graph_grad).  A plan may be
+ * run from several threads at once.  It keeps what its last successful run
+ * worked out (each op's concrete sizes and result metadata) for the next: a
+ * run whose symbolic dims bind to the same sizes skips working them out
+ * again (one run at a time uses this; concurrent runs still work them out).
  */
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs);
