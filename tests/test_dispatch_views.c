@@ -122,6 +122,8 @@ static void slicing_one_axis(void **state) {
     one_axis(NB_IX(2), (double[]){2}, 1, true);
     one_axis(NB_SEL(-2), (double[]){4}, 1, false);                       /* x[-2] */
     one_axis(NB_ALL, (double[]){0, 1, 2, 3, 4, 5}, 6, true);
+    one_axis(NB_RGS(0, 4, INT64_MAX), (double[]){0}, 1, true);           /* x[0:4:huge]: no overflow */
+    one_axis(NB_RGS(-1, NB_END, INT64_MIN + 1), (double[]){5}, 1, true); /* x[-1::-huge] */
 }
 
 /* x[1:, -2, ::2] and x[:, IX(-1)] on [3, 4, 5], against loops over the flat data. */

@@ -625,6 +625,7 @@ nb_tensor *nb_slice(nb_tensor *t, int axis, int64_t start, int64_t stop, int64_t
     /* ceil(distance / |step|) written so that a huge step cannot overflow */
     len = step > 0 ? (stop > start ? (stop - start - 1) / step + 1 : 0)
                    : (start > stop ? (start - stop - 1) / -step + 1 : 0);
+    if (len <= 1) step = 1; /* one element or none: the step is moot, and stride * a huge step would overflow */
     return nb__own(slice_norm(t, a, start, step, len));
 }
 
