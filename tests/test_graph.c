@@ -509,6 +509,87 @@ static void caches_are_per_thread(void **state) {
     nb_compile_cache_clear();
 }
 
+/* The trace holds its own reference to its graph and guards its scope. */
+static void trace_owns_its_graph_and_scope(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("warm"); /* scope item arrays stay with the thread */
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_scope_begin();
+    NBT(nb_neg(x));
+    nb_scope_end();
+    nb_graph_end(g);
+    nb_clear_error();
+    nb_graph_release(g);
+    long before = live_blocks;
+    g = nb_graph_begin("released");
+    x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_graph_release(g); /* the trace still holds it */
+    NBT(nb_exp(x));
+    assert_error(nb_graph_end(g), NB_ERR_STATE, "no output");
+    assert_int_equal(live_blocks, before);
+    /* an unmatched nb_scope_end inside a trace cannot close the trace's scope */
+    g = nb_graph_begin("guarded");
+    x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_scope_end();
+    assert_error(nb_last_status(), NB_ERR_STATE, "graph trace");
+    assert_int_equal(nb_graph_output(g, "y", nb_exp(x)), NB_OK);
+    nb_scope_begin(); /* left open by the user: closed with the trace */
+    NBT(nb_neg(x));
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_graph_release(g);
+    assert_int_equal(live_blocks, before);
+}
+
+static void *trace_and_exit(void *arg) {
+    (void)arg;
+    nb_graph *g = nb_graph_begin("abandoned");
+    nb_exp(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_graph_release(g);
+    return NULL;
+}
+
+static nb_tensor *fn_leaves_a_trace_open(nb_graph *g, void *ctx) {
+    nb_tensor *x = nb_graph_input(g, "x", NB_F32, NB_SHAPE(2));
+    *(nb_graph **)ctx = nb_graph_begin("nested");
+    return nb_exp(x);
+}
+
+static nb_tensor *fn_fails(nb_graph *g, void *ctx) {
+    (void)ctx;
+    return nb_graph_input(g, "x", (nb_dtype)99, NB_SHAPE(2));
+}
+
+static nb_status fn_with_fails(nb_graph *g, void *ctx, void *meta) {
+    (void)ctx;
+    (void)meta;
+    return nb_graph_input(g, "", NB_F32, NB_SHAPE(2)) ? NB_OK : nb_last_status();
+}
+
+/* Traces left open are ended: by a thread's exit, by nb_graph_build after its fn; fn's error is kept. */
+static void open_traces_are_unwound_and_fn_errors_kept(void **state) {
+    (void)state;
+    long before = live_blocks;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, trace_and_exit, NULL), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(live_blocks, before);
+    nb_graph *nested = NULL;
+    assert_null(nb_graph_build("outer", fn_leaves_a_trace_open, &nested));
+    assert_error(nb_last_status(), NB_ERR_STATE, "left graph 'nested' open");
+    assert_null(nb__graph_tracing());
+    nb_tensor *a = NBT(nb_full(NB_SHAPE(2), 1.0, NB_F32));
+    double v = 0;
+    assert_int_equal(nb_item(nb_sum(nb_add(a, 1.0), NULL, 0, false), &v), NB_OK); /* eager again */
+    assert_true(v == 4.0);
+    assert_error(nb_graph_end(nested), NB_ERR_STATE, "innermost");
+    nb_graph_release(nested);
+    assert_null(nb_graph_build("fails", fn_fails, NULL));
+    assert_error(nb_last_status(), NB_ERR_DTYPE, "invalid dtype");
+    assert_null(nb_graph_build_with("fails", fn_with_fails, NULL, NULL));
+    assert_error(nb_last_status(), NB_ERR_ARG, "non-empty");
+    assert_null(nb__graph_tracing());
+}
+
 int main(void) {
     if (nb_set_allocator(counting_alloc, NULL) != NB_OK) return 1;
     const struct CMUnitTest tests[] = {
@@ -525,6 +606,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(runs_inside_a_trace_are_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(open_traces_are_unwound_and_fn_errors_kept, nbt_setup, nbt_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nb_compile_cache_clear();

@@ -135,6 +135,7 @@ typedef struct scope {
 
 static _Thread_local scope *tl_scopes;
 static _Thread_local int tl_depth, tl_cap, tl_lost;
+static _Thread_local int tl_guard; /* levels 1 … tl_guard are closed by nb__scope_unguard only */
 
 void nb_scope_begin(void) {
     if (!tl_lost && tl_depth == tl_cap) {
@@ -154,7 +155,7 @@ void nb_scope_begin(void) {
     tl_scopes[tl_depth++].n = 0;
 }
 
-void nb_scope_end(void) {
+static void scope_close(void) {
     if (tl_lost) {
         tl_lost--;
         return;
@@ -172,6 +173,27 @@ void nb_scope_end(void) {
         tl_scopes = NULL;
         tl_cap = 0;
     }
+}
+
+void nb_scope_end(void) {
+    if (tl_depth + tl_lost > 0 && tl_depth + tl_lost == tl_guard) {
+        nb__error(NB_ERR_STATE, "scope_end: the innermost open scope is a graph trace's (nb_scope_end without a "
+                  "matching nb_scope_begin inside nb_graph_begin ... nb_graph_end)");
+        return;
+    }
+    scope_close();
+}
+
+int nb__scope_guard(void) {
+    int prev = tl_guard;
+    nb_scope_begin();
+    tl_guard = tl_depth + tl_lost;
+    return prev;
+}
+
+void nb__scope_unguard(int prev) {
+    while (tl_depth + tl_lost >= tl_guard && tl_depth + tl_lost > 0) scope_close();
+    tl_guard = prev;
 }
 
 /* Room for one more item in level k (< tl_depth + tl_lost); false if there is none. */

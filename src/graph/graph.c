@@ -7,6 +7,7 @@
  */
 #include "graph.h"
 
+#include <pthread.h>
 #include <string.h>
 
 /* ---- the record ---- */
@@ -183,11 +184,40 @@ static nb_status trace_apply(nb_interp *self, nb_op op, nb_tensor *const *in, in
 /* ---- building ---- */
 
 typedef struct build_frame {
-    trace_interp it;
+    trace_interp it;          /* it.g: the frame's own reference, dropped when the trace ends */
     struct build_frame *up;
+    int scope_guard;          /* the scope guard to restore at the end */
 } build_frame;
 
 static _Thread_local build_frame *tl_builds;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* End the innermost trace: close its scope (and any left open in it), pop its interpreter,
+ * mark its graph built and drop the frame's reference. */
+static void end_innermost(void) {
+    build_frame *f = tl_builds;
+    nb__scope_unguard(f->scope_guard);
+    nb__interp_pop(&f->it.base);
+    tl_builds = f->up;
+    f->it.g->building = false;
+    nb_graph_release(f->it.g);
+    nb__free(f);
+}
+
+/* A thread that exits with traces open ends them (their graphs go with their last references). */
+static void builds_at_exit(void *p) {
+    (void)p;
+    while (tl_builds) end_innermost();
+}
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, builds_at_exit); }
+
+static bool is_open(const nb_graph *g) {
+    for (build_frame *f = tl_builds; f; f = f->up)
+        if (f->it.g == g) return true;
+    return false;
+}
 
 nb_graph *nb__graph_tracing(void) {
     return tl_builds && nb__interp_top() == &tl_builds->it.base ? tl_builds->it.g : NULL;
@@ -230,11 +260,13 @@ nb_graph *nb_graph_begin(const char *name) {
     g->building = true;
     f->it.base.name = "trace";
     f->it.base.apply = trace_apply;
-    f->it.g = g;
+    f->it.g = nb_graph_retain(g);
     f->up = tl_builds;
     tl_builds = f;
+    pthread_once(&exit_once, make_exit_key);
+    pthread_setspecific(exit_key, &tl_builds); /* non-NULL: the destructor ends open traces */
     nb__interp_push(&f->it.base);
-    nb_scope_begin();
+    f->scope_guard = nb__scope_guard();
     return g;
 }
 
@@ -243,15 +275,33 @@ nb_status nb_graph_end(nb_graph *g) {
     if (!tl_builds || tl_builds->it.g != g)
         return nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' is not the innermost graph being built on this thread",
                              g->name);
-    build_frame *f = tl_builds;
-    nb_scope_end();
-    nb__interp_pop(&f->it.base);
-    tl_builds = f->up;
-    nb__free(f);
-    g->building = false;
-    if (g->n_outputs == 0)
-        return nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' has no output (nb_graph_output)", g->name);
-    return NB_OK;
+    nb_graph_retain(g); /* the frame's reference may be the last */
+    end_innermost();
+    nb_status st = g->n_outputs ? NB_OK
+                                : nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' has no output (nb_graph_output)",
+                                                g->name);
+    nb_graph_release(g);
+    return st;
+}
+
+/* After a build's fn: end the traces fn left open above g's (NB_ERR_STATE naming the first)
+ * and g's own; fn's own error (st) wins over any of these. */
+static nb_status build_end(const char *op, nb_graph *g, nb_status st) {
+    if (!is_open(g)) {
+        if (st == NB_OK) st = nb__error_set(NB_ERR_STATE, "%s: fn ended graph '%s'", op, g->name);
+        return st;
+    }
+    while (tl_builds->it.g != g) {
+        if (st == NB_OK)
+            st = nb__error_set(NB_ERR_STATE, "%s: fn left graph '%s' open inside graph '%s' (nb_graph_begin without "
+                               "nb_graph_end); ended it", op, tl_builds->it.g->name, g->name);
+        end_innermost();
+    }
+    if (st != NB_OK) {
+        end_innermost();
+        return st;
+    }
+    return nb_graph_end(g);
 }
 
 static bool name_ok(const char *op, nb_graph *g, const char *name) {
@@ -370,10 +420,13 @@ nb_graph *nb_graph_build(const char *name, nb_graph_fn fn, void *ctx) {
     nb_graph *g = nb_graph_begin(name);
     if (!g) return NULL;
     nb_tensor *out = fn(g, ctx);
-    nb_status st = out ? nb_graph_output(g, "out", out) : NB_ERR_STATE;
-    if (!out && nb_last_status() == NB_OK) nb__error(NB_ERR_STATE, "graph_build: '%s': fn returned NULL", g->name);
-    nb_status se = nb_graph_end(g);
-    if (st != NB_OK || se != NB_OK) {
+    nb_status st = NB_OK;
+    if (!out) {
+        st = nb_last_status();
+        if (st == NB_OK) st = nb__error(NB_ERR_STATE, "graph_build: '%s': fn returned NULL", g->name);
+    } else if (is_open(g)) /* else build_end reports it */
+        st = nb_graph_output(g, "out", out);
+    if (build_end("graph_build", g, st) != NB_OK) {
         nb_graph_release(g);
         return NULL;
     }
@@ -388,8 +441,7 @@ nb_graph *nb_graph_build_with(const char *name, nb_graph_fn_with fn, void *ctx, 
     nb_graph *g = nb_graph_begin(name);
     if (!g) return NULL;
     nb_status st = fn(g, ctx, meta);
-    nb_status se = nb_graph_end(g);
-    if (st != NB_OK || se != NB_OK) {
+    if (build_end("graph_build_with", g, st) != NB_OK) {
         nb_graph_release(g);
         return NULL;
     }
