@@ -509,6 +509,50 @@ static void caches_are_per_thread(void **state) {
     nb_compile_cache_clear();
 }
 
+/* Merging joins inputs / params only when they are the same (name, dtype, shape; a param's
+ * tensor), else NB_ERR_ARG at the op; deep graphs merge without recursion. */
+static void merging_refuses_clashing_names_and_handles_deep_graphs(void **state) {
+    (void)state;
+    nb_tensor *w1 = NBT(nb_full(NB_SHAPE(2), 1.0, NB_F32)), *w7 = NBT(nb_full(NB_SHAPE(2), 7.0, NB_F32));
+    nb_graph *g1 = nb_graph_begin("g1");
+    nb_tensor *x1 = nb_retain(NBT(nb_graph_input(g1, "x", NB_F32, NB_SHAPE(3))));
+    nb_tensor *p1 = nb_retain(NBT(nb_graph_param(g1, "w", w1)));
+    nb_tensor *q1 = nb_retain(NBT(nb_graph_param(g1, "q", w7)));
+    nb_tensor *deep = x1;
+    for (int i = 0; i < 100000; i++) deep = NBT(nb_neg(deep));
+    deep = nb_retain(deep);
+    assert_int_equal(nb_graph_output(g1, "p", p1), NB_OK);
+    assert_int_equal(nb_graph_end(g1), NB_OK);
+    nb_graph *g2 = nb_graph_begin("g2");
+    NBT(nb_graph_input(g2, "x", NB_I64, NB_SHAPE(5, 2)));
+    nb_tensor *p2 = NBT(nb_graph_param(g2, "w", w7));
+    NBT(nb_graph_param(g2, "q", w7));
+    assert_null(nb_mul(x1, 2.0));
+    assert_error(nb_last_status(), NB_ERR_ARG, "input 'x' (int64[5, 2]) clashes with input 'x' (float32[3])");
+    assert_null(nb_add(p1, p2));
+    assert_error(nb_last_status(), NB_ERR_ARG, "bound to another tensor");
+    nb_tensor *s = NBT(nb_add(q1, p2)); /* the same param: one value */
+    assert_int_equal(nb_graph_output(g2, "s", s), NB_OK);
+    assert_int_equal(nb_graph_end(g2), NB_OK);
+    nb_compiled *c = nb_graph_compile(g2, NB_CPU);
+    assert_non_null(c);
+    nb_tensor *xv = NBT(nb_ones(NB_SHAPE(5, 2), NB_I64)), *o = NULL;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &o), NB_OK);
+    assert_same_bits(o, nb_full(NB_SHAPE(2), 14.0, NB_F32));
+    nb_compiled_release(c);
+    nb_graph *g3 = nb_graph_begin("g3"); /* 10^5 chained ops imported at once */
+    assert_int_equal(nb_graph_output(g3, "d", deep), NB_OK);
+    assert_int_equal(nb_graph_end(g3), NB_OK);
+    assert_true(nb_graph_node_count(g3) == 100001);
+    nb_graph_release(g3);
+    nb_release(deep);
+    nb_release(x1);
+    nb_release(p1);
+    nb_release(q1);
+    nb_graph_release(g1);
+    nb_graph_release(g2);
+}
+
 /* The trace holds its own reference to its graph and guards its scope. */
 static void trace_owns_its_graph_and_scope(void **state) {
     (void)state;
@@ -607,6 +651,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(merging_refuses_clashing_names_and_handles_deep_graphs, nbt_setup,
+                                        nbt_teardown),
         cmocka_unit_test_setup_teardown(open_traces_are_unwound_and_fn_errors_kept, nbt_setup, nbt_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -103,19 +103,41 @@ static nb_gval capture(nb_graph *g, nb_tensor *t) {
     return (nb_gval){g->n - 1, 0};
 }
 
-/* Copy node `id` of `src` and its ancestors into g; map[] (src->n entries, -1 unset) memoizes. */
-static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map) {
-    if (map[id] >= 0) return map[id];
-    const nb_gnode *s = &src->nodes[id];
-    nb_gnode nd = *s;
-    for (int i = 0; i < s->n_in; i++) {
-        int32_t j = import(g, src, s->in[i].node, map);
-        if (j < 0) return -1;
-        nd.in[i].node = j;
+static bool same_meta(const nb_meta *a, const nb_meta *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* The node of g that input / param s of src merges with (an input of the same name, dtype
+ * and shape; a param of the same name bound to the same tensor); -1 for none; -2 with
+ * NB_ERR_ARG when g has a different input or param of that name. */
+static int32_t merge_named(const nb_graph *g, const nb_graph *src, const nb_gnode *s) {
+    for (int i = 0; i < g->n; i++) {
+        const nb_gnode *d = &g->nodes[i];
+        if ((d->kind != NB_GNODE_INPUT && d->kind != NB_GNODE_PARAM) || strcmp(d->name, s->name)) continue;
+        if (d->kind == s->kind && d->value == s->value && same_meta(&d->out[0], &s->out[0])) return i;
+        const nb_meta *a = &d->out[0], *b = &s->out[0];
+        nb__error(NB_ERR_ARG, "graph '%s': %s '%s' (%s%s) clashes with %s '%s' (%s%s) of graph '%s' used in it%s",
+                  g->name, d->kind == NB_GNODE_INPUT ? "input" : "param", d->name, nb_dtype_name(a->dtype),
+                  NB_DIMS_STR(a->shape, a->ndim), s->kind == NB_GNODE_INPUT ? "input" : "param", s->name,
+                  nb_dtype_name(b->dtype), NB_DIMS_STR(b->shape, b->ndim), src->name,
+                  d->kind == NB_GNODE_PARAM && s->kind == NB_GNODE_PARAM ? " (bound to another tensor)" : "");
+        return -2;
     }
-    if (s->kind == NB_GNODE_INPUT || s->kind == NB_GNODE_PARAM)
-        for (int i = 0; i < g->n; i++) /* the same named input / param is one value */
-            if (g->nodes[i].kind == s->kind && !strcmp(g->nodes[i].name, s->name)) return map[id] = i;
+    return -1;
+}
+
+/* Append a copy of node s of src to g, its inputs already mapped by map[]. */
+static int32_t import_node(nb_graph *g, const nb_graph *src, const nb_gnode *s, const int32_t *map) {
+    nb_gnode nd = *s;
+    for (int i = 0; i < s->n_in; i++)
+        if (s->in[i].node >= 0) nd.in[i].node = map[s->in[i].node];
+    if (s->kind == NB_GNODE_INPUT || s->kind == NB_GNODE_PARAM) {
+        int32_t j = merge_named(g, src, s);
+        if (j != -1) return j < 0 ? -1 : j;
+    }
     nd.name = s->name ? nb__strdup(s->name) : NULL;
     if (s->name && !nd.name) {
         nb__error(NB_ERR_OOM, "graph '%s': out of memory merging graph '%s'", g->name, src->name);
@@ -126,7 +148,44 @@ static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map
         return -1;
     }
     nb_retain(nd.value);
-    return map[id] = g->n - 1;
+    return g->n - 1;
+}
+
+/* Copy node `id` of `src` and its ancestors into g (an explicit depth-first stack: graphs may be
+ * deep); map[] (src->n entries, -1 unset) memoizes.  The new id, or -1 with an error. */
+static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map) {
+    size_t n = 0, cap = 64;
+    int32_t *stack = nb__malloc(sizeof *stack * cap);
+    if (!stack) goto oom;
+    stack[n++] = id;
+    while (n > 0) {
+        int32_t top = stack[n - 1];
+        if (map[top] >= 0) {
+            n--;
+            continue;
+        }
+        const nb_gnode *s = &src->nodes[top];
+        if (cap - n < (size_t)s->n_in) {
+            int32_t *st = nb__realloc(stack, sizeof *st * (cap *= 2));
+            if (!st) goto oom;
+            stack = st;
+        }
+        size_t pushed = n;
+        for (int i = 0; i < s->n_in; i++)
+            if (s->in[i].node >= 0 && map[s->in[i].node] < 0) stack[n++] = s->in[i].node;
+        if (n > pushed) continue;
+        n--;
+        if ((map[top] = import_node(g, src, s, map)) < 0) {
+            nb__free(stack);
+            return -1;
+        }
+    }
+    nb__free(stack);
+    return map[id];
+oom:
+    nb__free(stack);
+    nb__error(NB_ERR_OOM, "graph '%s': out of memory merging graph '%s'", g->name, src->name);
+    return -1;
 }
 
 nb_gval nb__graph_value_of(nb_graph *g, nb_tensor *t) {
