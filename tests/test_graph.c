@@ -553,6 +553,26 @@ static void merging_refuses_clashing_names_and_handles_deep_graphs(void **state)
     nb_graph_release(g2);
 }
 
+/* Symbolic dims are not numbers: nb_numel and constructors refuse them; inputs' concrete sizes must fit. */
+static void symbolic_sizes_are_refused_where_a_count_is_needed(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("sizes");
+    int64_t N = nb_dim("N");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(N, 4)));
+    assert_int_equal(nb_numel(x), -1);
+    assert_error(nb_last_status(), NB_ERR_STATE, "symbolic dim N");
+    assert_int_equal(nb_numel(NBT(nb_graph_input(g, "s", NB_F32, NB_SHAPE(3, 4)))), 12);
+    assert_null(nb_zeros(NB_SHAPE(N, 4), NB_F32));
+    assert_error(nb_last_status(), NB_ERR_SHAPE, "symbolic dim N at axis 0");
+    assert_null(nb_graph_input(g, "big", NB_F32, NB_SHAPE((int64_t)1 << 40, (int64_t)1 << 40)));
+    assert_error(nb_last_status(), NB_ERR_OVERFLOW, "overflows");
+    assert_null(nb_graph_input(g, "big", NB_F32, NB_SHAPE(INT64_MAX, 2, N)));
+    assert_error(nb_last_status(), NB_ERR_OVERFLOW, "overflows");
+    assert_int_equal(nb_graph_output(g, "y", x), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_graph_release(g);
+}
+
 /* The trace holds its own reference to its graph and guards its scope. */
 static void trace_owns_its_graph_and_scope(void **state) {
     (void)state;
@@ -651,6 +671,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(symbolic_sizes_are_refused_where_a_count_is_needed, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(merging_refuses_clashing_names_and_handles_deep_graphs, nbt_setup,
                                         nbt_teardown),
         cmocka_unit_test_setup_teardown(open_traces_are_unwound_and_fn_errors_kept, nbt_setup, nbt_teardown),

@@ -408,6 +408,9 @@ nb_tensor *nb_graph_input(nb_graph *g, const char *name, nb_dtype dt, const int6
         }
         nd.out[0].shape[i] = shape[i];
     }
+    int64_t fixed[NB_MAX_DIMS]; /* the concrete part must make a valid tensor */
+    for (int i = 0; i < ndim; i++) fixed[i] = nb__dim_sym(shape[i]) ? 1 : shape[i];
+    if (nb__numel_checked(op, fixed, ndim) < 0) return NULL;
     return add_named(op, g, &nd, name);
 }
 
