@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- a counting allocator: outstanding blocks, to check that failures leak nothing ---- */
 
@@ -573,6 +574,27 @@ static void symbolic_sizes_are_refused_where_a_count_is_needed(void **state) {
     nb_graph_release(g);
 }
 
+/* A captured tensor finds its node in O(1): a bound param's tensor stands for the param, and
+ * 10^5 ops with a C scalar (one constant each) trace in linear time. */
+static void captures_are_found_in_constant_time(void **state) {
+    (void)state;
+    nb_tensor *w = NBT(nb_full(NB_SHAPE(2), 3.0, NB_F32));
+    nb_graph *g = nb_graph_begin("scalars");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    NBT(nb_graph_param(g, "w", w));
+    nb_tensor *y = NBT(nb_add(x, w)); /* w is the param: no new node */
+    assert_int_equal(nb_graph_node_count(g), 3);
+    clock_t t0 = clock();
+    for (int i = 0; i < 100000; i++) y = NBT(nb_add(y, 1.0));
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    assert_int_equal(nb_graph_node_count(g), 3 + 2 * 100000);
+    assert_true(secs < 20.0); /* quadratic capture: ~10 minutes */
+    assert_int_equal(nb_graph_output(g, "y", nb_add(y, w)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    assert_int_equal(nb_graph_node_count(g), 3 + 2 * 100000 + 1);
+    nb_graph_release(g);
+}
+
 /* The trace holds its own reference to its graph and guards its scope. */
 static void trace_owns_its_graph_and_scope(void **state) {
     (void)state;
@@ -671,6 +693,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(captures_are_found_in_constant_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(symbolic_sizes_are_refused_where_a_count_is_needed, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(merging_refuses_clashing_names_and_handles_deep_graphs, nbt_setup,
                                         nbt_teardown),

@@ -29,6 +29,7 @@ void nb_graph_release(nb_graph *g) {
     nb__free(g->nodes);
     nb__free(g->outputs);
     nb__free(g->output_names);
+    nb__free(g->vmap);
     nb__free(g->name);
     nb__free(g);
 }
@@ -36,16 +37,59 @@ void nb_graph_release(nb_graph *g) {
 int nb_graph_node_count(const nb_graph *g) { return g ? g->n : -1; }
 int nb_graph_output_count(const nb_graph *g) { return g ? g->n_outputs : -1; }
 
+/* ---- the value map: which node a concrete tensor stands for (capture is O(1)) ---- */
+
+struct nb__vslot {
+    const nb_tensor *t; /* NULL: empty */
+    int32_t id;
+};
+
+static size_t vslot(const nb_graph *g, const nb_tensor *t) {
+    uint64_t h = (uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15u;
+    size_t i = (size_t)(h >> 32) & (size_t)(g->vmap_cap - 1);
+    while (g->vmap[i].t && g->vmap[i].t != t) i = (i + 1) & (size_t)(g->vmap_cap - 1);
+    return i;
+}
+
+static int32_t vmap_find(const nb_graph *g, const nb_tensor *t) {
+    if (!g->vmap) return -1;
+    const struct nb__vslot *s = &g->vmap[vslot(g, t)];
+    return s->t ? s->id : -1;
+}
+
+/* Map t to id unless it is mapped already (the first node wins); false on OOM. */
+static bool vmap_put(nb_graph *g, const nb_tensor *t, int32_t id) {
+    if (2 * (g->vmap_n + 1) > g->vmap_cap) {
+        int cap = g->vmap_cap ? 2 * g->vmap_cap : 64;
+        struct nb__vslot *old = g->vmap, *v = nb__calloc((size_t)cap, sizeof *v);
+        if (!v) return false;
+        int ocap = g->vmap_cap;
+        g->vmap = v;
+        g->vmap_cap = cap;
+        for (int i = 0; i < ocap; i++)
+            if (old[i].t) g->vmap[vslot(g, old[i].t)] = old[i];
+        nb__free(old);
+    }
+    struct nb__vslot *s = &g->vmap[vslot(g, t)];
+    if (!s->t) {
+        *s = (struct nb__vslot){t, id};
+        g->vmap_n++;
+    }
+    return true;
+}
+
 int32_t nb__graph_append(nb_graph *g, const nb_gnode *nd) {
+    nb_gnode *v = g->nodes;
     if (g->n == g->cap) {
         int cap = g->cap ? 2 * g->cap : 32;
-        nb_gnode *v = nb__realloc(g->nodes, sizeof *v * (size_t)cap);
-        if (!v) {
-            nb__error(NB_ERR_OOM, "graph '%s': out of memory for node %d", g->name, g->n);
-            return -1;
+        if ((v = nb__realloc(g->nodes, sizeof *v * (size_t)cap))) {
+            g->nodes = v;
+            g->cap = cap;
         }
-        g->nodes = v;
-        g->cap = cap;
+    }
+    if (!v || ((nd->kind == NB_GNODE_PARAM || nd->kind == NB_GNODE_CONST) && nd->value && !vmap_put(g, nd->value, g->n))) {
+        nb__error(NB_ERR_OOM, "graph '%s': out of memory for node %d", g->name, g->n);
+        return -1;
     }
     g->nodes[g->n] = *nd;
     g->nodes[g->n].id = g->n;
@@ -93,9 +137,8 @@ static nb_gval bad_val(void) { return (nb_gval){-1, -1}; }
 
 static nb_gval capture(nb_graph *g, nb_tensor *t) {
     /* a tensor bound as a param stands for that param; else one CONST node per captured tensor */
-    for (int i = 0; i < g->n; i++)
-        if ((g->nodes[i].kind == NB_GNODE_PARAM || g->nodes[i].kind == NB_GNODE_CONST) && g->nodes[i].value == t)
-            return (nb_gval){i, 0};
+    int32_t id = vmap_find(g, t);
+    if (id >= 0) return (nb_gval){id, 0};
     nb_gnode nd = {.kind = NB_GNODE_CONST, .n_out = 1, .value = t};
     nb__meta_of(&nd.out[0], t);
     if (nb__graph_append(g, &nd) < 0) return bad_val();
