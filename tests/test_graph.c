@@ -595,6 +595,31 @@ static void captures_are_found_in_constant_time(void **state) {
     nb_graph_release(g);
 }
 
+/* A param or constant is on its tensor's device: mixing it with the graph's inputs elsewhere
+ * is NB_ERR_DEVICE at the op, as in eager code. */
+static void params_on_another_device_fail_at_the_op(void **state) {
+    (void)state;
+    nb_tensor *wr = NBT(nb_to_device(NBT(nb_ones(NB_SHAPE(2), NB_F32)), NB_REF));
+    nb_graph *g = nb_graph_begin("dev");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_tensor *p = NBT(nb_graph_param(g, "w", wr));
+    assert_true(nb_device_of(p).type == NB_DEVICE_REF);
+    assert_null(nb_add(x, p));
+    assert_error(nb_last_status(), NB_ERR_DEVICE, "add: operands on different devices");
+    assert_null(nb_add(x, wr));
+    assert_error(nb_last_status(), NB_ERR_DEVICE, "add: operands on different devices");
+    assert_int_equal(nb_graph_output(g, "y", nb_mul(p, 2.0)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_REF);
+    assert_non_null(c);
+    nb_tensor *xv = NBT(nb_to_device(NBT(nb_ones(NB_SHAPE(2), NB_F32)), NB_REF)), *o = NULL;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &o), NB_OK);
+    assert_same_bits(o, nb_mul(wr, 2.0));
+    nb_release(o);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 /* The trace holds its own reference to its graph and guards its scope. */
 static void trace_owns_its_graph_and_scope(void **state) {
     (void)state;
@@ -693,6 +718,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(params_on_another_device_fail_at_the_op, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(captures_are_found_in_constant_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(symbolic_sizes_are_refused_where_a_count_is_needed, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(merging_refuses_clashing_names_and_handles_deep_graphs, nbt_setup,

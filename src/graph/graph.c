@@ -106,7 +106,8 @@ nb_tensor *nb__graph_tensor(nb_graph *g, nb_gval v) {
     }
     memset(s, 0, sizeof *s);
     atomic_init(&s->refs, 0);
-    s->device = g->device;
+    const nb_tensor *bound = g->nodes[v.node].value; /* a param or constant is where its tensor is */
+    s->device = bound ? bound->storage->device : g->device;
     int64_t st[NB_MAX_DIMS] = {0};
     nb_tensor *t = nb__tensor_view_of(s, m->shape, st, m->ndim, 0, m->dtype);
     if (!t) {
