@@ -895,7 +895,8 @@ nb_tensor *nb_pad(nb_tensor *x, const int64_t *pads, int npad, nb_pad_mode mode,
 /* Autograd (A1–A6)                                                         */
 /* ------------------------------------------------------------------------ */
 
-/** Mark a float leaf tensor as tracked (or not).  Errors: NB_ERR_DTYPE for non-float, NB_ERR_STATE for non-leaves. */
+/** Mark a float leaf tensor as tracked (or not).  Errors: NB_ERR_DTYPE for non-float, NB_ERR_STATE for non-leaves
+ *  and for symbolic or lazy tensors (the tape records concrete tensors only: use nb_graph_grad). */
 nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad);
 bool nb_requires_grad(const nb_tensor *t);
 /** True when t has no tape node (created by the user, or detached). */
@@ -1535,8 +1536,10 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
  * A lazy tensor standing for t (a new scoped reference; t itself retained,
  * not copied: do not modify t until the lazy tensors built on it have been
  * read).  Its device, and that of every expression built on it, is t's.
- * t lazy already: t, retained.  Errors: NB_ERR_NULL, NB_ERR_STATE (t a
- * symbolic tensor of a trace), NB_ERR_OOM.
+ * t lazy already: t, retained.  Lazy ops are not recorded on the autograd
+ * tape, so a t that requires grad is refused (pass nb_detach(t)).  Errors:
+ * NB_ERR_NULL, NB_ERR_STATE (t a symbolic tensor of a trace, or t requires
+ * grad), NB_ERR_OOM.
  */
 nb_tensor *nb_lazy(nb_tensor *t);
 /** nb_lazy of t copied to device dev (pins the expressions built on it to dev; t itself when

@@ -281,6 +281,39 @@ static void errors_typed(void **state) {
     nb_graph_release(g);
 }
 
+/* The tape does not record lazy or symbolic tensors: flagging them, or making a tracked tensor lazy, is refused. */
+static void tape_flags_refused(void **state) {
+    (void)state;
+    nb_tensor *a = NBT(nb_ones(NB_SHAPE(2), NB_F32));
+    nb_tensor *la = NBT(nb_lazy(a));
+    assert_int_equal(nb_set_requires_grad(la, true), NB_ERR_STATE);
+    assert_non_null(strstr(nb_last_message(), "lazy"));
+    nb_clear_error();
+    assert_false(nb_requires_grad(la));
+    assert_int_equal(nb_set_requires_grad(a, true), NB_OK);
+    assert_null(nb_lazy(a));
+    expect(NB_ERR_STATE);
+    assert_non_null(nb_lazy(NBT(nb_detach(a))));
+    nb_graph *g = nb_graph_begin("flag");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    assert_int_equal(nb_set_requires_grad(x, true), NB_ERR_STATE);
+    assert_non_null(strstr(nb_last_message(), "symbolic"));
+    nb_clear_error();
+    assert_int_equal(nb_graph_output(g, "y", x), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_graph_release(g);
+}
+
+/* A deep lazy expression (10^4 chained ops) is read without deep recursion. */
+static void deep_chain(void **state) {
+    (void)state;
+    nb_tensor *z = NBT(nb_full(NB_SHAPE(3), 2.0, NB_F32)), *l = NBT(nb_lazy(z));
+    for (int i = 0; i < 10001; i++) l = NBT(nb_neg(l));
+    double v = 0;
+    assert_int_equal(nb_item(NBT(nb_sum(l, NULL, 0, false)), &v), NB_OK);
+    assert_true(v == -6.0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(values_match_eager, nbt_setup, nbt_teardown),
@@ -290,6 +323,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(mixed_concrete, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(reads, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors_typed, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(tape_flags_refused, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(deep_chain, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,6 +60,11 @@ nb_tensor *nb_lazy(nb_tensor *t) {
     NB_CHECK_ARG("lazy", t);
     if (is_lazy(t)) return nb__own(nb_retain(t));
     if (!nb__check_concrete("lazy", t)) return NULL;
+    if (nb__tracked(t)) {
+        nb__error(NB_ERR_STATE, "lazy: the tensor requires grad; lazy ops are not recorded on the tape (pass "
+                  "nb_detach(t))");
+        return NULL;
+    }
     nb_graph *g = nb__graph_new("lazy", "lazy", t->storage->device);
     if (!g) return NULL;
     g->lazy = true;
