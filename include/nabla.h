@@ -1361,15 +1361,25 @@ typedef struct nb_compiled nb_compiled;
 /**
  * The symbolic dim named `name` (same name ⇒ same size, process-wide), for
  * use in shapes given to nb_graph_input and, from nb_shape of symbolic
- * tensors, to any op taking sizes (reshape, expand, …).  NULL, "" or "?"
- * give a fresh anonymous dim.  Symbolic dims are int64 values no real size
- * takes; sums, differences, products and exact quotients of them are dims
- * too (a*M + b over a product M of symbols) — other arithmetic on them is
- * NB_ERR_SHAPE naming the op.  -1 with NB_ERR_OOM on allocation failure.
+ * tensors, to any op taking sizes (reshape, expand, …).  The name is an
+ * identifier ([A-Za-z_][A-Za-z0-9_]*); NULL, "" or "?" give a fresh
+ * anonymous dim.  Symbolic dims are encoded int64 values no real size
+ * takes: C arithmetic on them is meaningless (N + 1 is silently another,
+ * unrelated dim; N * M overflows).  Derived sizes come from ops (the shapes
+ * of their results) or from nb_dim_add / nb_dim_mul: sums, differences,
+ * products and exact quotients of dims are dims too (a*M + b over a product
+ * M of symbols) — other combinations are NB_ERR_SHAPE naming the op.
+ * Errors (-1): NB_ERR_ARG for a name that is not an identifier (such as
+ * "B+1" or "7"), NB_ERR_OOM.
  */
 int64_t nb_dim(const char *name);
 /** True when d is a symbolic dim (from nb_dim or arithmetic on one). */
 bool nb_dim_is_symbolic(int64_t d);
+/** The dim a + b / a * b (symbolic or concrete; concrete ones give the plain sum / product).
+ *  -1 with NB_ERR_SHAPE when the result is not a dim (e.g. a product of two symbolic sums) or
+ *  NB_ERR_OVERFLOW. */
+int64_t nb_dim_add(int64_t a, int64_t b);
+int64_t nb_dim_mul(int64_t a, int64_t b);
 /** d written as text ("784", "B", "2*B+1") into buf (truncated to size); returns buf, NULL for a NULL buf. */
 const char *nb_dim_name(int64_t d, char *buf, size_t size);
 

@@ -620,6 +620,25 @@ static void params_on_another_device_fail_at_the_op(void **state) {
     nb_graph_release(g);
 }
 
+/* Dim names are identifiers (so DOT text needs no escaping of them); derived dims come from nb_dim_add / _mul. */
+static void dim_names_are_identifiers(void **state) {
+    (void)state;
+    const char *bad[] = {"B+1", "7", "-3", "2*B", "a\"b", "x y", "1B"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(nb_dim(bad[i]), -1);
+        assert_error(nb_last_status(), NB_ERR_ARG, "not an identifier");
+    }
+    int64_t B = nb_dim("B"), M = nb_dim("_m2");
+    assert_true(nb_dim_is_symbolic(B) && nb_dim_is_symbolic(M) && nb_dim_is_symbolic(nb_dim("?")));
+    assert_true(nb_dim_is_symbolic(nb_dim(NULL)) && nb_dim_is_symbolic(nb_dim("")));
+    char buf[64];
+    assert_string_equal(nb_dim_name(nb_dim_add(nb_dim_mul(B, 2), 1), buf, sizeof buf), "2*B+1");
+    assert_true(nb_dim_add(B, 1) == nb__dim_add("test", B, 1));
+    assert_true(nb_dim_mul(3, 4) == 12);
+    assert_int_equal(nb_dim_mul(nb_dim_add(B, 1), nb_dim_add(M, 1)), -1);
+    assert_error(nb_last_status(), NB_ERR_SHAPE, "dim_mul");
+}
+
 /* The trace holds its own reference to its graph and guards its scope. */
 static void trace_owns_its_graph_and_scope(void **state) {
     (void)state;
@@ -718,6 +737,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(dim_names_are_identifiers, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(params_on_another_device_fail_at_the_op, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(captures_are_found_in_constant_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(symbolic_sizes_are_refused_where_a_count_is_needed, nbt_setup, nbt_teardown),
