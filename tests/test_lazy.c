@@ -314,6 +314,29 @@ static void deep_chain(void **state) {
     assert_true(v == -6.0);
 }
 
+/* Ops on a long-lived lazy tensor do not grow its graph (only a chain's end is extended in place). */
+static void long_lived_state(void **state) {
+    (void)state;
+    nb_tensor *w = NBT(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32)), *l = NBT(nb_lazy(w));
+    for (int step = 0; step < 20; step++) {
+        nb_scope_begin();
+        double v = 0;
+        assert_int_equal(nb_item(nb_mul(nb_sum(l, NULL, 0, false), 2.0), &v), NB_OK);
+        assert_true(v == 12.0);
+        nb_scope_end();
+        assert_int_equal(nb_graph_node_count(l->graph), 1);
+    }
+    nb_tensor *n1 = NBT(nb_neg(l)), *c = NBT(nb_exp(nb_neg(n1))); /* a chain: n1's graph, extended */
+    assert_ptr_equal(c->graph, n1->graph);
+    assert_int_equal(nb_graph_node_count(c->graph), 4); /* l's data, neg, neg, exp */
+    nb_tensor *b = NBT(nb_sin(n1)); /* a branch off n1: a graph of its own */
+    assert_true(b->graph != n1->graph);
+    assert_int_equal(nb_graph_node_count(c->graph), 4);
+    assert_int_equal(nb_graph_node_count(l->graph), 1);
+    assert_same_bits(c, NBT(nb_exp(w)));
+    assert_same_bits(b, NBT(nb_sin(nb_neg(w))));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(values_match_eager, nbt_setup, nbt_teardown),
@@ -325,6 +348,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(errors_typed, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(tape_flags_refused, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(deep_chain, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(long_lived_state, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
