@@ -615,7 +615,6 @@ static void params_on_another_device_fail_at_the_op(void **state) {
     nb_tensor *xv = NBT(nb_to_device(NBT(nb_ones(NB_SHAPE(2), NB_F32)), NB_REF)), *o = NULL;
     assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &o), NB_OK);
     assert_same_bits(o, nb_mul(wr, 2.0));
-    nb_release(o);
     nb_compiled_release(c);
     nb_graph_release(g);
 }
