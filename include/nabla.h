@@ -815,9 +815,10 @@ typedef struct nb_cross_entropy_opts {
  * the logits'.  Errors: NB_ERR_INDEX naming a class index outside [0, C)
  * that is not ignore_index; NB_ERR_SHAPE naming both shapes; NB_ERR_DTYPE
  * (non-float logits or probabilities, float class indices); NB_ERR_ARG
- * (label_smoothing outside [0, 1], bad reduction); NB_ERR_STATE for a
- * traced (symbolic) class-index target, which is read to check its range
- * and count the kept targets (not traceable yet; nb_nll_loss likewise).
+ * (label_smoothing outside [0, 1], bad reduction).  A traced (symbolic)
+ * class-index target traces too: its range is checked when the graph runs,
+ * by the gather that picks logp[t] (the NB_ERR_INDEX then names gather);
+ * nb_nll_loss likewise.
  */
 nb_tensor *nb_cross_entropy(nb_tensor *logits, nb_tensor *target, nb_cross_entropy_opts opts);
 /**
@@ -895,7 +896,8 @@ nb_tensor *nb_pad(nb_tensor *x, const int64_t *pads, int npad, nb_pad_mode mode,
 /* Autograd (A1–A6)                                                         */
 /* ------------------------------------------------------------------------ */
 
-/** Mark a float leaf tensor as tracked (or not).  Errors: NB_ERR_DTYPE for non-float, NB_ERR_STATE for non-leaves. */
+/** Mark a float leaf tensor as tracked (or not).  Errors: NB_ERR_DTYPE for non-float, NB_ERR_STATE for non-leaves
+ *  and for symbolic or lazy tensors (the tape records concrete tensors only: use nb_graph_grad). */
 nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad);
 bool nb_requires_grad(const nb_tensor *t);
 /** True when t has no tape node (created by the user, or detached). */
@@ -1326,7 +1328,7 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
                              double *total_norm);
 
 /* ------------------------------------------------------------------------ */
-/* Traced graphs (G1–G9)                                                    */
+/* Traced graphs                                                            */
 /* ------------------------------------------------------------------------ */
 /*
  * The same nb_* ops that compute eagerly build graph nodes when their inputs
@@ -1336,20 +1338,29 @@ nb_status nb_clip_grad_norm_(nb_tensor *const *params, int n, double max_norm, d
  * run many times; a symbolic dim (nb_dim("B")) is bound from the inputs at
  * each run, so one compiled plan serves every batch size.
  *
+ *     nb_tensor *weight = nb_randn(NB_SHAPE(128, 784), NB_F32);   // made before the trace
  *     nb_graph *g = nb_graph_begin("mlp");
  *     nb_tensor *x = nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 784));
- *     nb_tensor *w = nb_graph_param(g, "w", weight);          // [128, 784]
+ *     nb_tensor *w = nb_graph_param(g, "w", weight);
  *     nb_graph_output(g, "y", nb_relu(nb_linear(x, w, NULL)));
  *     nb_graph_end(g);
  *     nb_compiled *c = nb_graph_compile(g, NB_CPU);            // cached per thread
- *     nb_tensor *y;
- *     nb_compiled_run(c, 1, (const char *[]){"x"}, &batch, 1, &y);   // y: [B, 128]
- *     nb_release(y); nb_compiled_release(c); nb_graph_release(g);
+ *     nb_tensor *batch = nb_randn(NB_SHAPE(32, 784), NB_F32), *y; // any B
+ *     nb_compiled_run(c, 1, (const char *[]){"x"}, &batch, 1, &y);   // y: [32, 128]
+ *     nb_release(y); nb_release(batch); nb_compiled_release(c); nb_graph_release(g);
+ *     nb_release(weight);
  *
  * Symbolic tensors of a trace hold no data: reading one (nb_item,
  * nb_data_ptr, nb_to_string, …) is NB_ERR_STATE naming the call (lazy
- * tensors, below, are read by running their expression).  Autograd's tape does
- * not record traced ops; differentiate a graph with nb_graph_grad.
+ * tensors, below, are read by running their expression).  nb_shape and
+ * nb_ndim work (entries may be symbolic dims); nb_size returns the dim
+ * (maybe symbolic); nb_strides are all 0 (no layout before the graph runs);
+ * nb_numel is -1 with NB_ERR_STATE when a dim is symbolic.  Constructors
+ * (nb_zeros, nb_full, nb_randn, …) need concrete sizes: a symbolic dim is
+ * NB_ERR_SHAPE naming it (nb_zeros_like and friends of a symbolic tensor
+ * are symbolic instead).  Autograd's tape does not record traced ops
+ * (nb_set_requires_grad on a symbolic tensor is NB_ERR_STATE); differentiate
+ * a graph with nb_graph_grad.
  */
 
 /** A traced computation graph (reference counted; symbolic tensors hold references). */
@@ -1360,36 +1371,54 @@ typedef struct nb_compiled nb_compiled;
 /**
  * The symbolic dim named `name` (same name ⇒ same size, process-wide), for
  * use in shapes given to nb_graph_input and, from nb_shape of symbolic
- * tensors, to any op taking sizes (reshape, expand, …).  NULL, "" or "?"
- * give a fresh anonymous dim.  Symbolic dims are int64 values no real size
- * takes; sums, differences, products and exact quotients of them are dims
- * too (a*M + b over a product M of symbols) — other arithmetic on them is
- * NB_ERR_SHAPE naming the op.  -1 with NB_ERR_OOM on allocation failure.
+ * tensors, to any op taking sizes (reshape, expand, …).  The name is an
+ * identifier ([A-Za-z_][A-Za-z0-9_]*); NULL, "" or "?" give a fresh
+ * anonymous dim.  Symbolic dims are encoded int64 values no real size
+ * takes: C arithmetic on them is meaningless (N + 1 is silently another,
+ * unrelated dim; N * M overflows).  Derived sizes come from ops (the shapes
+ * of their results) or from nb_dim_add / nb_dim_mul: sums, differences,
+ * products and exact quotients of dims are dims too (a*M + b over a product
+ * M of symbols) — other combinations are NB_ERR_SHAPE naming the op.
+ * Errors (-1): NB_ERR_ARG for a name that is not an identifier (such as
+ * "B+1" or "7"), NB_ERR_OOM.
  */
 int64_t nb_dim(const char *name);
 /** True when d is a symbolic dim (from nb_dim or arithmetic on one). */
 bool nb_dim_is_symbolic(int64_t d);
+/** The dim a + b / a * b (symbolic or concrete; concrete ones give the plain sum / product).
+ *  -1 with NB_ERR_SHAPE when the result is not a dim (e.g. a product of two symbolic sums) or
+ *  NB_ERR_OVERFLOW. */
+int64_t nb_dim_add(int64_t a, int64_t b);
+int64_t nb_dim_mul(int64_t a, int64_t b);
 /** d written as text ("784", "B", "2*B+1") into buf (truncated to size); returns buf, NULL for a NULL buf. */
 const char *nb_dim_name(int64_t d, char *buf, size_t size);
 
 /**
  * Start tracing a new graph on this thread: pushes its trace interpreter and
- * opens a tensor scope owning every symbolic tensor made until the matching
- * nb_graph_end.  Traces nest (the innermost receives the ops).  Returns a
- * graph reference the caller releases with nb_graph_release; NULL with
- * NB_ERR_OOM.
+ * opens a tensor scope owning every tensor made until the matching
+ * nb_graph_end — symbolic ones, and concrete ones too (a weight created
+ * inside the trace is released at nb_graph_end unless retained or kept with
+ * nb_scope_keep; nb_graph_param retains its own reference).  A user
+ * nb_scope_end cannot close that scope (NB_ERR_STATE).  Traces nest (the
+ * innermost receives the ops).  The trace holds its own reference to the
+ * graph until nb_graph_end; a thread that exits with traces open ends them.
+ * Returns a graph reference the caller releases with nb_graph_release; NULL
+ * with NB_ERR_OOM.
  */
 nb_graph *nb_graph_begin(const char *name);
 /**
  * Stop tracing g (which must be the innermost trace: NB_ERR_STATE
- * otherwise), closing its scope.  The graph then has the outputs given with
- * nb_graph_output and can be compiled.  NB_ERR_STATE when it has no output.
+ * otherwise), closing its scope (and any scope opened inside the trace and
+ * left open).  The graph then has the outputs given with nb_graph_output and
+ * can be compiled.  NB_ERR_STATE when it has no output; the trace is ended
+ * and its scope closed all the same.
  */
 nb_status nb_graph_end(nb_graph *g);
 /**
  * A named run-time input of dtype dt and shape [ndim] (entries >= 0 or
  * symbolic dims).  Returns a scoped symbolic tensor.  Errors: NB_ERR_ARG
- * (empty or repeated name, bad rank or size), NB_ERR_STATE (g not being
+ * (empty or repeated name, bad rank or size), NB_ERR_OVERFLOW (the concrete
+ * sizes' product overflows int64), NB_ERR_DTYPE, NB_ERR_STATE (g not being
  * built), NB_ERR_NULL.
  */
 nb_tensor *nb_graph_input(nb_graph *g, const char *name, nb_dtype dt, const int64_t *shape, int ndim);
@@ -1397,29 +1426,41 @@ nb_tensor *nb_graph_input(nb_graph *g, const char *name, nb_dtype dt, const int6
  * A named parameter bound to the concrete tensor `value` (retained): each
  * run reads its current contents, so in-place updates between runs are
  * seen; nb_compiled_run may pass another tensor of the same shape and dtype
- * under the same name.  Returns a scoped symbolic tensor.  Errors as
+ * under the same name.  `value` itself used directly in a later op of the
+ * trace also stands for the param (so an override changes it too).  The
+ * result is on value's device: ops mixing it with tensors on another device
+ * are NB_ERR_DEVICE.  Returns a scoped symbolic tensor.  Errors as
  * nb_graph_input, NB_ERR_STATE for a symbolic value.
  */
 nb_tensor *nb_graph_param(nb_graph *g, const char *name, nb_tensor *value);
-/** A constant captured by value (value retained; do not modify it afterwards). Scoped symbolic result. */
+/** A constant captured by value (value retained; do not modify it afterwards). Scoped symbolic result
+ *  on value's device.  Errors: NB_ERR_NULL, NB_ERR_STATE (g not being built, value symbolic or lazy),
+ *  NB_ERR_OOM. */
 nb_tensor *nb_graph_constant(nb_graph *g, nb_tensor *value);
-/** A rank-0 constant of dtype dt holding value (as nb_scalar). Scoped symbolic result. */
+/** A rank-0 constant of dtype dt holding value (as nb_scalar). Scoped symbolic result.  Errors:
+ *  NB_ERR_NULL, NB_ERR_STATE (g not being built), NB_ERR_DTYPE, NB_ERR_OOM. */
 nb_tensor *nb_graph_scalar(nb_graph *g, double value, nb_dtype dt);
 /**
  * Add t (a symbolic tensor of g, or one of another graph, merged in; or a
  * concrete tensor, captured) as the graph result named `name`.  Outputs are
- * returned by nb_compiled_run in the order they were added.  Errors:
- * NB_ERR_ARG (empty or repeated name), NB_ERR_STATE, NB_ERR_NULL.
+ * returned by nb_compiled_run in the order they were added.  Merging (here
+ * and in any op on tensors of two graphs) joins an input of the other graph
+ * with g's input of the same name only when dtype and shape agree, a param
+ * only when bound to the same tensor; any other clash of names is
+ * NB_ERR_ARG naming both.  Errors: NB_ERR_ARG (empty or repeated name, a
+ * clash), NB_ERR_STATE, NB_ERR_NULL.
  */
 nb_status nb_graph_output(nb_graph *g, const char *name, nb_tensor *t);
 /** A tracing callback: builds on g and returns the single output (a symbolic tensor of g). */
 typedef nb_tensor *(*nb_graph_fn)(nb_graph *g, void *ctx);
 /** Trace fn into a new graph whose one output is named "out" (the seed's graph(name, fn)).
- *  NULL with fn's error (or NB_ERR_STATE when fn returned NULL without one). */
+ *  NULL with fn's error (or NB_ERR_STATE when fn returned NULL without one); traces fn
+ *  began and left open are ended (NB_ERR_STATE naming the first, unless fn failed). */
 nb_graph *nb_graph_build(const char *name, nb_graph_fn fn, void *ctx);
 /** A tracing callback that adds its outputs itself (nb_graph_output) and fills `meta`. */
 typedef nb_status (*nb_graph_fn_with)(nb_graph *g, void *ctx, void *meta);
-/** Trace fn into a new graph; fn's extra metadata goes to *meta (the seed's graph_with). */
+/** Trace fn into a new graph; fn's extra metadata goes to *meta (the seed's graph_with).  NULL with
+ *  fn's error when fn does not return NB_OK; otherwise as nb_graph_build. */
 nb_graph *nb_graph_build_with(const char *name, nb_graph_fn_with fn, void *ctx, void *meta);
 /** Retain / release a graph reference (NULL is a no-op). */
 nb_graph *nb_graph_retain(nb_graph *g);
@@ -1462,17 +1503,23 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
  * size different from a declared one, a dim bound to two sizes), the ops'
  * own run-time errors (index out of range, …); on error no output is
  * written.  The ops run without tape recording (outputs do not require
- * grad; differentiate inside the graph with nb_graph_grad).  A plan may be
- * run from several threads at once.  It keeps what its last successful run
- * worked out (each op's concrete sizes and result metadata) for the next: a
- * run whose symbolic dims bind to the same sizes skips working them out
- * again (one run at a time uses this; concurrent runs still work them out).
+ * grad; differentiate inside the graph with nb_graph_grad).  Every input
+ * must be given, even one the outputs do not depend on.  An output that is
+ * an input or param of the graph is that argument's tensor itself (a new
+ * reference), and an output that is a view of one (reshape, slice, …)
+ * shares its storage: copy it (nb_clone) before writing into either.  A
+ * plan may be run from several threads at once.  It keeps what its last
+ * successful run worked out (each op's concrete sizes and result metadata)
+ * for the next: a run whose symbolic dims bind to the same sizes skips
+ * working them out again (one run at a time uses this; concurrent runs
+ * still work them out).
  */
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs);
 /** The graph c was compiled from (borrowed). */
 nb_graph *nb_compiled_graph(const nb_compiled *c);
-/** DOT text of the compiled plan (the schedule of kernels after compilation); free with nb_free_string. */
+/** DOT text of the compiled plan (the schedule of kernels after compilation); free with nb_free_string.
+ *  NULL with NB_ERR_NULL (c NULL) or NB_ERR_OOM. */
 char *nb_compiled_to_dot(const nb_compiled *c);
 /** Retain / release a compiled plan (NULL is a no-op). */
 nb_compiled *nb_compiled_retain(nb_compiled *c);
@@ -1497,14 +1544,16 @@ nb_status nb_compile_cache_set_capacity(size_t capacity);
  * derivative rules the eager tape uses.  loss must be a rank-0 (or
  * one-element) float symbolic tensor; wrt[i] symbolic tensors of the same
  * graph (inputs, params or intermediates).  A wrt[i] the loss does not
- * depend on gets zeros of its shape.  Errors: NB_ERR_SHAPE naming a
- * non-scalar loss's shape, NB_ERR_STATE (not symbolic, another graph, not
- * being built), NB_ERR_DTYPE (non-float), NB_ERR_NULL.
+ * depend on gets zeros of its shape.  grads is an array of n slots other
+ * than wrt (it must not alias wrt).  Errors: NB_ERR_ARG (n < 0),
+ * NB_ERR_SHAPE naming a non-scalar loss's shape, NB_ERR_STATE (not
+ * symbolic, another graph, not being built), NB_ERR_DTYPE (non-float),
+ * NB_ERR_NULL.
  */
 nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor **grads);
 
 /* ------------------------------------------------------------------------ */
-/* Eval mode: lazy tensors (G6)                                             */
+/* Eval mode: lazy tensors                                                  */
 /* ------------------------------------------------------------------------ */
 /*
  * A lazy tensor stands for concrete data; ops on lazy tensors build a graph
@@ -1520,11 +1569,13 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
  * shapes and dtypes reuses the compiled plan.  An op on a lazy tensor read
  * before uses its value (the expression behind it does not run again).
  *
+ *     nb_scope_begin();                         // owns the temporaries below
  *     nb_tensor *a = nb_lazy(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32));
  *     nb_tensor *b = nb_lazy(nb_ones(NB_SHAPE(3), NB_F32));
  *     nb_tensor *c = nb_relu(nb_add(a, b));     // nothing runs yet; nb_is_lazy(c)
  *     float out[3];
  *     nb_copy_to_host(c, out, sizeof out);      // compiles + runs (a + b).relu()
+ *     nb_scope_end();
  *
  * Lazy tensors are not differentiated by the tape and cannot be written
  * into (the in-place functions are NB_ERR_STATE on them).  Ops reach lazy
@@ -1539,8 +1590,10 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
  * A lazy tensor standing for t (a new scoped reference; t itself retained,
  * not copied: do not modify t until the lazy tensors built on it have been
  * read).  Its device, and that of every expression built on it, is t's.
- * t lazy already: t, retained.  Errors: NB_ERR_NULL, NB_ERR_STATE (t a
- * symbolic tensor of a trace), NB_ERR_OOM.
+ * t lazy already: t, retained.  Lazy ops are not recorded on the autograd
+ * tape, so a t that requires grad is refused (pass nb_detach(t)).  Errors:
+ * NB_ERR_NULL, NB_ERR_STATE (t a symbolic tensor of a trace, or t requires
+ * grad), NB_ERR_OOM.
  */
 nb_tensor *nb_lazy(nb_tensor *t);
 /** nb_lazy of t copied to device dev (pins the expressions built on it to dev; t itself when

@@ -409,6 +409,19 @@ static void symbolic_slices(void **state) {
     /* B = 2: x[-3:] (and x[-5:-1], x[-4:]) no longer fit the axis; the run-time infer says so */
     bind = bind_b(2);
     assert_int_equal(check_graph(g, &bind), NB_ERR_INDEX);
+    nb_clear_error();
+    nb_graph_release(g);
+    /* a run-time out-of-range select counted from the end names the index given, not B + index */
+    g = nb_graph_begin("select_end");
+    x = NBT(nb_graph_input(g, "x", NB_F32, IDX(B, 4), 2));
+    assert_true(nb_graph_output(g, "s", nb_select(x, 0, -3)) == NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *cp = nb_graph_compile(g, NB_CPU);
+    nb_tensor *xv = NBT(nb_zeros(IDX(2, 4), 2, NB_F32)), *o = NULL;
+    assert_int_equal(nb_compiled_run(cp, 1, (const char *[]){"x"}, &xv, 1, &o), NB_ERR_INDEX);
+    assert_non_null(strstr(nb_last_message(), "select: index -3 out of range for axis 0 of size 2"));
+    nb_clear_error();
+    nb_compiled_release(cp);
     nb_graph_release(g);
 }
 

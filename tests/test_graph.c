@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- a counting allocator: outstanding blocks, to check that failures leak nothing ---- */
 
@@ -579,6 +580,215 @@ static void caches_are_per_thread(void **state) {
     nb_compile_cache_clear();
 }
 
+/* Merging joins inputs / params only when they are the same (name, dtype, shape; a param's
+ * tensor), else NB_ERR_ARG at the op; deep graphs merge without recursion. */
+static void merging_refuses_clashing_names_and_handles_deep_graphs(void **state) {
+    (void)state;
+    nb_tensor *w1 = NBT(nb_full(NB_SHAPE(2), 1.0, NB_F32)), *w7 = NBT(nb_full(NB_SHAPE(2), 7.0, NB_F32));
+    nb_graph *g1 = nb_graph_begin("g1");
+    nb_tensor *x1 = nb_retain(NBT(nb_graph_input(g1, "x", NB_F32, NB_SHAPE(3))));
+    nb_tensor *p1 = nb_retain(NBT(nb_graph_param(g1, "w", w1)));
+    nb_tensor *q1 = nb_retain(NBT(nb_graph_param(g1, "q", w7)));
+    nb_tensor *deep = x1;
+    for (int i = 0; i < 100000; i++) deep = NBT(nb_neg(deep));
+    deep = nb_retain(deep);
+    assert_int_equal(nb_graph_output(g1, "p", p1), NB_OK);
+    assert_int_equal(nb_graph_end(g1), NB_OK);
+    nb_graph *g2 = nb_graph_begin("g2");
+    NBT(nb_graph_input(g2, "x", NB_I64, NB_SHAPE(5, 2)));
+    nb_tensor *p2 = NBT(nb_graph_param(g2, "w", w7));
+    NBT(nb_graph_param(g2, "q", w7));
+    assert_null(nb_mul(x1, 2.0));
+    assert_error(nb_last_status(), NB_ERR_ARG, "input 'x' (int64[5, 2]) clashes with input 'x' (float32[3])");
+    assert_null(nb_add(p1, p2));
+    assert_error(nb_last_status(), NB_ERR_ARG, "bound to another tensor");
+    nb_tensor *s = NBT(nb_add(q1, p2)); /* the same param: one value */
+    assert_int_equal(nb_graph_output(g2, "s", s), NB_OK);
+    assert_int_equal(nb_graph_end(g2), NB_OK);
+    nb_compiled *c = nb_graph_compile(g2, NB_CPU);
+    assert_non_null(c);
+    nb_tensor *xv = NBT(nb_ones(NB_SHAPE(5, 2), NB_I64)), *o = NULL;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &o), NB_OK);
+    assert_same_bits(o, nb_full(NB_SHAPE(2), 14.0, NB_F32));
+    nb_compiled_release(c);
+    nb_graph *g3 = nb_graph_begin("g3"); /* 10^5 chained ops imported at once */
+    assert_int_equal(nb_graph_output(g3, "d", deep), NB_OK);
+    assert_int_equal(nb_graph_end(g3), NB_OK);
+    assert_true(nb_graph_node_count(g3) == 100001);
+    nb_graph_release(g3);
+    nb_release(deep);
+    nb_release(x1);
+    nb_release(p1);
+    nb_release(q1);
+    nb_graph_release(g1);
+    nb_graph_release(g2);
+}
+
+/* Symbolic dims are not numbers: nb_numel and constructors refuse them; inputs' concrete sizes must fit. */
+static void symbolic_sizes_are_refused_where_a_count_is_needed(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("sizes");
+    int64_t N = nb_dim("N");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(N, 4)));
+    assert_int_equal(nb_numel(x), -1);
+    assert_error(nb_last_status(), NB_ERR_STATE, "symbolic dim N");
+    assert_int_equal(nb_numel(NBT(nb_graph_input(g, "s", NB_F32, NB_SHAPE(3, 4)))), 12);
+    assert_null(nb_zeros(NB_SHAPE(N, 4), NB_F32));
+    assert_error(nb_last_status(), NB_ERR_SHAPE, "symbolic dim N at axis 0");
+    assert_null(nb_graph_input(g, "big", NB_F32, NB_SHAPE((int64_t)1 << 40, (int64_t)1 << 40)));
+    assert_error(nb_last_status(), NB_ERR_OVERFLOW, "overflows");
+    assert_null(nb_graph_input(g, "big", NB_F32, NB_SHAPE(INT64_MAX, 2, N)));
+    assert_error(nb_last_status(), NB_ERR_OVERFLOW, "overflows");
+    assert_int_equal(nb_graph_output(g, "y", x), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_graph_release(g);
+}
+
+/* A captured tensor finds its node in O(1): a bound param's tensor stands for the param, and
+ * 10^5 ops with a C scalar (one constant each) trace in linear time. */
+static void captures_are_found_in_constant_time(void **state) {
+    (void)state;
+    nb_tensor *w = NBT(nb_full(NB_SHAPE(2), 3.0, NB_F32));
+    nb_graph *g = nb_graph_begin("scalars");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    NBT(nb_graph_param(g, "w", w));
+    nb_tensor *y = NBT(nb_add(x, w)); /* w is the param: no new node */
+    assert_int_equal(nb_graph_node_count(g), 3);
+    clock_t t0 = clock();
+    for (int i = 0; i < 100000; i++) y = NBT(nb_add(y, 1.0));
+    double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+    assert_int_equal(nb_graph_node_count(g), 3 + 2 * 100000);
+    assert_true(secs < 20.0); /* quadratic capture: ~10 minutes */
+    assert_int_equal(nb_graph_output(g, "y", nb_add(y, w)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    assert_int_equal(nb_graph_node_count(g), 3 + 2 * 100000 + 1);
+    nb_graph_release(g);
+}
+
+/* A param or constant is on its tensor's device: mixing it with the graph's inputs elsewhere
+ * is NB_ERR_DEVICE at the op, as in eager code. */
+static void params_on_another_device_fail_at_the_op(void **state) {
+    (void)state;
+    nb_tensor *wr = NBT(nb_to_device(NBT(nb_ones(NB_SHAPE(2), NB_F32)), NB_REF));
+    nb_graph *g = nb_graph_begin("dev");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_tensor *p = NBT(nb_graph_param(g, "w", wr));
+    assert_true(nb_device_of(p).type == NB_DEVICE_REF);
+    assert_null(nb_add(x, p));
+    assert_error(nb_last_status(), NB_ERR_DEVICE, "add: operands on different devices");
+    assert_null(nb_add(x, wr));
+    assert_error(nb_last_status(), NB_ERR_DEVICE, "add: operands on different devices");
+    assert_int_equal(nb_graph_output(g, "y", nb_mul(p, 2.0)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_REF);
+    assert_non_null(c);
+    nb_tensor *xv = NBT(nb_to_device(NBT(nb_ones(NB_SHAPE(2), NB_F32)), NB_REF)), *o = NULL;
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 1, &o), NB_OK);
+    assert_same_bits(o, nb_mul(wr, 2.0));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Dim names are identifiers (so DOT text needs no escaping of them); derived dims come from nb_dim_add / _mul. */
+static void dim_names_are_identifiers(void **state) {
+    (void)state;
+    const char *bad[] = {"B+1", "7", "-3", "2*B", "a\"b", "x y", "1B"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(nb_dim(bad[i]), -1);
+        assert_error(nb_last_status(), NB_ERR_ARG, "not an identifier");
+    }
+    int64_t B = nb_dim("B"), M = nb_dim("_m2");
+    assert_true(nb_dim_is_symbolic(B) && nb_dim_is_symbolic(M) && nb_dim_is_symbolic(nb_dim("?")));
+    assert_true(nb_dim_is_symbolic(nb_dim(NULL)) && nb_dim_is_symbolic(nb_dim("")));
+    char buf[64];
+    assert_string_equal(nb_dim_name(nb_dim_add(nb_dim_mul(B, 2), 1), buf, sizeof buf), "2*B+1");
+    assert_true(nb_dim_add(B, 1) == nb__dim_add("test", B, 1));
+    assert_true(nb_dim_mul(3, 4) == 12);
+    assert_int_equal(nb_dim_mul(nb_dim_add(B, 1), nb_dim_add(M, 1)), -1);
+    assert_error(nb_last_status(), NB_ERR_SHAPE, "dim_mul");
+}
+
+/* The trace holds its own reference to its graph and guards its scope. */
+static void trace_owns_its_graph_and_scope(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("warm"); /* scope item arrays stay with the thread */
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_scope_begin();
+    NBT(nb_neg(x));
+    nb_scope_end();
+    nb_graph_end(g);
+    nb_clear_error();
+    nb_graph_release(g);
+    long before = live_blocks;
+    g = nb_graph_begin("released");
+    x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_graph_release(g); /* the trace still holds it */
+    NBT(nb_exp(x));
+    assert_error(nb_graph_end(g), NB_ERR_STATE, "no output");
+    assert_int_equal(live_blocks, before);
+    /* an unmatched nb_scope_end inside a trace cannot close the trace's scope */
+    g = nb_graph_begin("guarded");
+    x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_scope_end();
+    assert_error(nb_last_status(), NB_ERR_STATE, "graph trace");
+    assert_int_equal(nb_graph_output(g, "y", nb_exp(x)), NB_OK);
+    nb_scope_begin(); /* left open by the user: closed with the trace */
+    NBT(nb_neg(x));
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_graph_release(g);
+    assert_int_equal(live_blocks, before);
+}
+
+static void *trace_and_exit(void *arg) {
+    (void)arg;
+    nb_graph *g = nb_graph_begin("abandoned");
+    nb_exp(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    nb_graph_release(g);
+    return NULL;
+}
+
+static nb_tensor *fn_leaves_a_trace_open(nb_graph *g, void *ctx) {
+    nb_tensor *x = nb_graph_input(g, "x", NB_F32, NB_SHAPE(2));
+    *(nb_graph **)ctx = nb_graph_begin("nested");
+    return nb_exp(x);
+}
+
+static nb_tensor *fn_fails(nb_graph *g, void *ctx) {
+    (void)ctx;
+    return nb_graph_input(g, "x", (nb_dtype)99, NB_SHAPE(2));
+}
+
+static nb_status fn_with_fails(nb_graph *g, void *ctx, void *meta) {
+    (void)ctx;
+    (void)meta;
+    return nb_graph_input(g, "", NB_F32, NB_SHAPE(2)) ? NB_OK : nb_last_status();
+}
+
+/* Traces left open are ended: by a thread's exit, by nb_graph_build after its fn; fn's error is kept. */
+static void open_traces_are_unwound_and_fn_errors_kept(void **state) {
+    (void)state;
+    long before = live_blocks;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, trace_and_exit, NULL), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(live_blocks, before);
+    nb_graph *nested = NULL;
+    assert_null(nb_graph_build("outer", fn_leaves_a_trace_open, &nested));
+    assert_error(nb_last_status(), NB_ERR_STATE, "left graph 'nested' open");
+    assert_null(nb__graph_tracing());
+    nb_tensor *a = NBT(nb_full(NB_SHAPE(2), 1.0, NB_F32));
+    double v = 0;
+    assert_int_equal(nb_item(nb_sum(nb_add(a, 1.0), NULL, 0, false), &v), NB_OK); /* eager again */
+    assert_true(v == 4.0);
+    assert_error(nb_graph_end(nested), NB_ERR_STATE, "innermost");
+    nb_graph_release(nested);
+    assert_null(nb_graph_build("fails", fn_fails, NULL));
+    assert_error(nb_last_status(), NB_ERR_DTYPE, "invalid dtype");
+    assert_null(nb_graph_build_with("fails", fn_with_fails, NULL, NULL));
+    assert_error(nb_last_status(), NB_ERR_ARG, "non-empty");
+    assert_null(nb__graph_tracing());
+}
+
 int main(void) {
     if (nb_set_allocator(counting_alloc, NULL) != NB_OK) return 1;
     const struct CMUnitTest tests[] = {
@@ -597,6 +807,14 @@ int main(void) {
         cmocka_unit_test_setup_teardown(runs_inside_a_trace_are_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(dim_names_are_identifiers, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(params_on_another_device_fail_at_the_op, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(captures_are_found_in_constant_time, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(symbolic_sizes_are_refused_where_a_count_is_needed, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(merging_refuses_clashing_names_and_handles_deep_graphs, nbt_setup,
+                                        nbt_teardown),
+        cmocka_unit_test_setup_teardown(open_traces_are_unwound_and_fn_errors_kept, nbt_setup, nbt_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nb_compile_cache_clear();

@@ -281,6 +281,62 @@ static void errors_typed(void **state) {
     nb_graph_release(g);
 }
 
+/* The tape does not record lazy or symbolic tensors: flagging them, or making a tracked tensor lazy, is refused. */
+static void tape_flags_refused(void **state) {
+    (void)state;
+    nb_tensor *a = NBT(nb_ones(NB_SHAPE(2), NB_F32));
+    nb_tensor *la = NBT(nb_lazy(a));
+    assert_int_equal(nb_set_requires_grad(la, true), NB_ERR_STATE);
+    assert_non_null(strstr(nb_last_message(), "lazy"));
+    nb_clear_error();
+    assert_false(nb_requires_grad(la));
+    assert_int_equal(nb_set_requires_grad(a, true), NB_OK);
+    assert_null(nb_lazy(a));
+    expect(NB_ERR_STATE);
+    assert_non_null(nb_lazy(NBT(nb_detach(a))));
+    nb_graph *g = nb_graph_begin("flag");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
+    assert_int_equal(nb_set_requires_grad(x, true), NB_ERR_STATE);
+    assert_non_null(strstr(nb_last_message(), "symbolic"));
+    nb_clear_error();
+    assert_int_equal(nb_graph_output(g, "y", x), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_graph_release(g);
+}
+
+/* A deep lazy expression (10^4 chained ops) is read without deep recursion. */
+static void deep_chain(void **state) {
+    (void)state;
+    nb_tensor *z = NBT(nb_full(NB_SHAPE(3), 2.0, NB_F32)), *l = NBT(nb_lazy(z));
+    for (int i = 0; i < 10001; i++) l = NBT(nb_neg(l));
+    double v = 0;
+    assert_int_equal(nb_item(NBT(nb_sum(l, NULL, 0, false)), &v), NB_OK);
+    assert_true(v == -6.0);
+}
+
+/* Ops on a long-lived lazy tensor do not grow its graph (only a chain's end is extended in place). */
+static void long_lived_state(void **state) {
+    (void)state;
+    nb_tensor *w = NBT(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32)), *l = NBT(nb_lazy(w));
+    for (int step = 0; step < 20; step++) {
+        nb_scope_begin();
+        double v = 0;
+        assert_int_equal(nb_item(nb_mul(nb_sum(l, NULL, 0, false), 2.0), &v), NB_OK);
+        assert_true(v == 12.0);
+        nb_scope_end();
+        assert_int_equal(nb_graph_node_count(l->graph), 1);
+    }
+    nb_tensor *n1 = NBT(nb_neg(l)), *c = NBT(nb_exp(nb_neg(n1))); /* a chain: n1's graph, extended */
+    assert_ptr_equal(c->graph, n1->graph);
+    assert_int_equal(nb_graph_node_count(c->graph), 4); /* l's data, neg, neg, exp */
+    nb_tensor *b = NBT(nb_sin(n1)); /* a branch off n1: a graph of its own */
+    assert_true(b->graph != n1->graph);
+    assert_int_equal(nb_graph_node_count(c->graph), 4);
+    assert_int_equal(nb_graph_node_count(l->graph), 1);
+    assert_same_bits(c, NBT(nb_exp(w)));
+    assert_same_bits(b, NBT(nb_sin(nb_neg(w))));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(values_match_eager, nbt_setup, nbt_teardown),
@@ -290,6 +346,9 @@ int main(void) {
         cmocka_unit_test_setup_teardown(mixed_concrete, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(reads, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors_typed, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(tape_flags_refused, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(deep_chain, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(long_lived_state, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,6 +71,9 @@ void nb__node_release(nb_node *n) {
 
 nb_status nb_set_requires_grad(nb_tensor *t, bool requires_grad) {
     if (!t) return nb__error_set(NB_ERR_NULL, "set_requires_grad: tensor is NULL");
+    if (nb__is_symbolic(t))
+        return nb__error_set(NB_ERR_STATE, "set_requires_grad: the tensor is %s; the tape records concrete tensors "
+                             "only (differentiate a graph with nb_graph_grad)", t->graph->lazy ? "lazy" : "symbolic");
     if (t->node)
         return nb__error_set(NB_ERR_STATE, "set_requires_grad: only leaf tensors can be flagged (this one is the result of '%s')",
                              nb__ops[t->node->op].name);

@@ -201,6 +201,11 @@ nb_tensor *nb__tensor_new_op(const char *op, const int64_t *shape, int ndim, nb_
  * composite returning one of its inputs) gets a new reference.
  */
 nb_tensor *nb__scope_take(nb_tensor *t);
+/** Open a scope that a user nb_scope_end cannot close (a trace's scope); returns the previous
+ *  guard, to be given back to nb__scope_unguard. */
+int nb__scope_guard(void);
+/** Close every scope down to and including the one nb__scope_guard opened; restore the guard. */
+void nb__scope_unguard(int prev);
 /** Register a new reference with the innermost scope, if any; returns t. */
 nb_tensor *nb__own(nb_tensor *t);
 /** Row-major strides for shape. */

@@ -24,7 +24,11 @@ int64_t nb__numel_checked(const char *op, const int64_t *shape, int ndim) {
         return -1;
     }
     for (int i = 0; i < ndim; i++)
-        if (shape[i] < 0) {
+        if (nb__dim_sym(shape[i])) {
+            nb__error(NB_ERR_SHAPE, "%s: symbolic dim %s at axis %d of shape %s: a new tensor needs concrete sizes",
+                      op, nb__dim_str((char[64]){0}, shape[i]), i, NB_DIMS_STR(shape, ndim));
+            return -1;
+        } else if (shape[i] < 0) {
             nb__error(NB_ERR_ARG, "%s: negative size %lld at axis %d of shape %s", op,
                       (long long)shape[i], i, NB_DIMS_STR(shape, ndim));
             return -1;
@@ -135,6 +139,7 @@ typedef struct scope {
 
 static _Thread_local scope *tl_scopes;
 static _Thread_local int tl_depth, tl_cap, tl_lost;
+static _Thread_local int tl_guard; /* levels 1 … tl_guard are closed by nb__scope_unguard only */
 
 void nb_scope_begin(void) {
     if (!tl_lost && tl_depth == tl_cap) {
@@ -154,7 +159,7 @@ void nb_scope_begin(void) {
     tl_scopes[tl_depth++].n = 0;
 }
 
-void nb_scope_end(void) {
+static void scope_close(void) {
     if (tl_lost) {
         tl_lost--;
         return;
@@ -172,6 +177,27 @@ void nb_scope_end(void) {
         tl_scopes = NULL;
         tl_cap = 0;
     }
+}
+
+void nb_scope_end(void) {
+    if (tl_depth + tl_lost > 0 && tl_depth + tl_lost == tl_guard) {
+        nb__error(NB_ERR_STATE, "scope_end: the innermost open scope is a graph trace's (nb_scope_end without a "
+                  "matching nb_scope_begin inside nb_graph_begin ... nb_graph_end)");
+        return;
+    }
+    scope_close();
+}
+
+int nb__scope_guard(void) {
+    int prev = tl_guard;
+    nb_scope_begin();
+    tl_guard = tl_depth + tl_lost;
+    return prev;
+}
+
+void nb__scope_unguard(int prev) {
+    while (tl_depth + tl_lost >= tl_guard && tl_depth + tl_lost > 0) scope_close();
+    tl_guard = prev;
 }
 
 /* Room for one more item in level k (< tl_depth + tl_lost); false if there is none. */
@@ -235,7 +261,16 @@ nb_tensor *nb_scope_keep(nb_tensor *t) {
 int nb_ndim(const nb_tensor *t) { return t ? t->ndim : -1; }
 const int64_t *nb_shape(const nb_tensor *t) { return t ? t->shape : NULL; }
 const int64_t *nb_strides(const nb_tensor *t) { return t ? t->stride : NULL; }
-int64_t nb_numel(const nb_tensor *t) { return t ? nb__numel(t) : -1; }
+int64_t nb_numel(const nb_tensor *t) {
+    if (!t) return -1;
+    for (int i = 0; i < t->ndim; i++)
+        if (nb__dim_sym(t->shape[i])) {
+            nb__error(NB_ERR_STATE, "numel: axis %d of the symbolic tensor has the symbolic dim %s", i,
+                      nb__dim_str((char[64]){0}, t->shape[i]));
+            return -1;
+        }
+    return nb__numel(t);
+}
 int64_t nb_offset(const nb_tensor *t) { return t ? t->offset : -1; }
 nb_dtype nb_dtype_of(const nb_tensor *t) { return t ? t->dtype : NB_DTYPE_COUNT; }
 nb_device nb_device_of(const nb_tensor *t) {

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <ctype.h>
 #include <string.h>
 
 #define NB_DIM_FACTORS 4
@@ -83,8 +84,20 @@ static dim_expr decode(int64_t d) {
 
 int nb__dim_count(void) { return atomic_load_explicit(&n_published, memory_order_acquire); }
 
+static bool is_identifier(const char *s) {
+    if (!isalpha((unsigned char)*s) && *s != '_') return false;
+    while (*++s)
+        if (!isalnum((unsigned char)*s) && *s != '_') return false;
+    return true;
+}
+
 int64_t nb_dim(const char *name) {
     char anon[32];
+    if (name && *name && strcmp(name, "?") && !is_identifier(name)) {
+        nb__error(NB_ERR_ARG, "dim: name '%s' is not an identifier ([A-Za-z_][A-Za-z0-9_]*); dims derived from "
+                  "others come from ops or nb_dim_add / nb_dim_mul", name);
+        return -1;
+    }
     if (!name || !*name || !strcmp(name, "?")) {
         pthread_mutex_lock(&dim_lock);
         snprintf(anon, sizeof anon, "?%d", ++n_anon);
@@ -109,6 +122,9 @@ int64_t nb_dim(const char *name) {
 }
 
 bool nb_dim_is_symbolic(int64_t d) { return nb__dim_sym(d); }
+
+int64_t nb_dim_add(int64_t a, int64_t b) { return nb__dim_add("dim_add", a, b); }
+int64_t nb_dim_mul(int64_t a, int64_t b) { return nb__dim_mul("dim_mul", a, b); }
 
 const char *nb__dim_str(char *buf, int64_t d) {
     if (!nb__dim_sym(d)) {

@@ -69,7 +69,7 @@ void nb__dot_node(nb__text *b, const nb_graph *g, int32_t id, const char *extra)
         nb__text_printf(b, "\\n%s[", nb_dtype_name(m->dtype));
         for (int d = 0; d < m->ndim; d++) {
             char s[64];
-            nb__text_printf(b, d ? ", %s" : "%s", nb__dim_str(s, m->shape[d]));
+            nb__text_printf(b, d ? ", %s" : "%s", escaped(nm, nb__dim_str(s, m->shape[d])));
         }
         nb__text_printf(b, "]");
     }

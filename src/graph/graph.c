@@ -7,6 +7,7 @@
  */
 #include "graph.h"
 
+#include <pthread.h>
 #include <string.h>
 
 /* ---- the record ---- */
@@ -28,6 +29,7 @@ void nb_graph_release(nb_graph *g) {
     nb__free(g->nodes);
     nb__free(g->outputs);
     nb__free(g->output_names);
+    nb__free(g->vmap);
     nb__free(g->name);
     nb__free(g);
 }
@@ -35,16 +37,59 @@ void nb_graph_release(nb_graph *g) {
 int nb_graph_node_count(const nb_graph *g) { return g ? g->n : -1; }
 int nb_graph_output_count(const nb_graph *g) { return g ? g->n_outputs : -1; }
 
+/* ---- the value map: which node a concrete tensor stands for (capture is O(1)) ---- */
+
+struct nb__vslot {
+    const nb_tensor *t; /* NULL: empty */
+    int32_t id;
+};
+
+static size_t vslot(const nb_graph *g, const nb_tensor *t) {
+    uint64_t h = (uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15u;
+    size_t i = (size_t)(h >> 32) & (size_t)(g->vmap_cap - 1);
+    while (g->vmap[i].t && g->vmap[i].t != t) i = (i + 1) & (size_t)(g->vmap_cap - 1);
+    return i;
+}
+
+static int32_t vmap_find(const nb_graph *g, const nb_tensor *t) {
+    if (!g->vmap) return -1;
+    const struct nb__vslot *s = &g->vmap[vslot(g, t)];
+    return s->t ? s->id : -1;
+}
+
+/* Map t to id unless it is mapped already (the first node wins); false on OOM. */
+static bool vmap_put(nb_graph *g, const nb_tensor *t, int32_t id) {
+    if (2 * (g->vmap_n + 1) > g->vmap_cap) {
+        int cap = g->vmap_cap ? 2 * g->vmap_cap : 64;
+        struct nb__vslot *old = g->vmap, *v = nb__calloc((size_t)cap, sizeof *v);
+        if (!v) return false;
+        int ocap = g->vmap_cap;
+        g->vmap = v;
+        g->vmap_cap = cap;
+        for (int i = 0; i < ocap; i++)
+            if (old[i].t) g->vmap[vslot(g, old[i].t)] = old[i];
+        nb__free(old);
+    }
+    struct nb__vslot *s = &g->vmap[vslot(g, t)];
+    if (!s->t) {
+        *s = (struct nb__vslot){t, id};
+        g->vmap_n++;
+    }
+    return true;
+}
+
 int32_t nb__graph_append(nb_graph *g, const nb_gnode *nd) {
+    nb_gnode *v = g->nodes;
     if (g->n == g->cap) {
         int cap = g->cap ? 2 * g->cap : 32;
-        nb_gnode *v = nb__realloc(g->nodes, sizeof *v * (size_t)cap);
-        if (!v) {
-            nb__error(NB_ERR_OOM, "graph '%s': out of memory for node %d", g->name, g->n);
-            return -1;
+        if ((v = nb__realloc(g->nodes, sizeof *v * (size_t)cap))) {
+            g->nodes = v;
+            g->cap = cap;
         }
-        g->nodes = v;
-        g->cap = cap;
+    }
+    if (!v || ((nd->kind == NB_GNODE_PARAM || nd->kind == NB_GNODE_CONST) && nd->value && !vmap_put(g, nd->value, g->n))) {
+        nb__error(NB_ERR_OOM, "graph '%s': out of memory for node %d", g->name, g->n);
+        return -1;
     }
     g->nodes[g->n] = *nd;
     g->nodes[g->n].id = g->n;
@@ -61,7 +106,8 @@ nb_tensor *nb__graph_tensor(nb_graph *g, nb_gval v) {
     }
     memset(s, 0, sizeof *s);
     atomic_init(&s->refs, 0);
-    s->device = g->device;
+    const nb_tensor *bound = g->nodes[v.node].value; /* a param or constant is where its tensor is */
+    s->device = bound ? bound->storage->device : g->device;
     int64_t st[NB_MAX_DIMS] = {0};
     nb_tensor *t = nb__tensor_view_of(s, m->shape, st, m->ndim, 0, m->dtype);
     if (!t) {
@@ -92,9 +138,8 @@ static nb_gval bad_val(void) { return (nb_gval){-1, -1}; }
 
 static nb_gval capture(nb_graph *g, nb_tensor *t) {
     /* a tensor bound as a param stands for that param; else one CONST node per captured tensor */
-    for (int i = 0; i < g->n; i++)
-        if ((g->nodes[i].kind == NB_GNODE_PARAM || g->nodes[i].kind == NB_GNODE_CONST) && g->nodes[i].value == t)
-            return (nb_gval){i, 0};
+    int32_t id = vmap_find(g, t);
+    if (id >= 0) return (nb_gval){id, 0};
     nb_gnode nd = {.kind = NB_GNODE_CONST, .n_out = 1, .value = t};
     nb__meta_of(&nd.out[0], t);
     if (nb__graph_append(g, &nd) < 0) return bad_val();
@@ -102,19 +147,41 @@ static nb_gval capture(nb_graph *g, nb_tensor *t) {
     return (nb_gval){g->n - 1, 0};
 }
 
-/* Copy node `id` of `src` and its ancestors into g; map[] (src->n entries, -1 unset) memoizes. */
-static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map) {
-    if (map[id] >= 0) return map[id];
-    const nb_gnode *s = &src->nodes[id];
-    nb_gnode nd = *s;
-    for (int i = 0; i < s->n_in; i++) {
-        int32_t j = import(g, src, s->in[i].node, map);
-        if (j < 0) return -1;
-        nd.in[i].node = j;
+static bool same_meta(const nb_meta *a, const nb_meta *b) {
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+/* The node of g that input / param s of src merges with (an input of the same name, dtype
+ * and shape; a param of the same name bound to the same tensor); -1 for none; -2 with
+ * NB_ERR_ARG when g has a different input or param of that name. */
+static int32_t merge_named(const nb_graph *g, const nb_graph *src, const nb_gnode *s) {
+    for (int i = 0; i < g->n; i++) {
+        const nb_gnode *d = &g->nodes[i];
+        if ((d->kind != NB_GNODE_INPUT && d->kind != NB_GNODE_PARAM) || strcmp(d->name, s->name)) continue;
+        if (d->kind == s->kind && d->value == s->value && same_meta(&d->out[0], &s->out[0])) return i;
+        const nb_meta *a = &d->out[0], *b = &s->out[0];
+        nb__error(NB_ERR_ARG, "graph '%s': %s '%s' (%s%s) clashes with %s '%s' (%s%s) of graph '%s' used in it%s",
+                  g->name, d->kind == NB_GNODE_INPUT ? "input" : "param", d->name, nb_dtype_name(a->dtype),
+                  NB_DIMS_STR(a->shape, a->ndim), s->kind == NB_GNODE_INPUT ? "input" : "param", s->name,
+                  nb_dtype_name(b->dtype), NB_DIMS_STR(b->shape, b->ndim), src->name,
+                  d->kind == NB_GNODE_PARAM && s->kind == NB_GNODE_PARAM ? " (bound to another tensor)" : "");
+        return -2;
     }
-    if (s->kind == NB_GNODE_INPUT || s->kind == NB_GNODE_PARAM)
-        for (int i = 0; i < g->n; i++) /* the same named input / param is one value */
-            if (g->nodes[i].kind == s->kind && !strcmp(g->nodes[i].name, s->name)) return map[id] = i;
+    return -1;
+}
+
+/* Append a copy of node s of src to g, its inputs already mapped by map[]. */
+static int32_t import_node(nb_graph *g, const nb_graph *src, const nb_gnode *s, const int32_t *map) {
+    nb_gnode nd = *s;
+    for (int i = 0; i < s->n_in; i++)
+        if (s->in[i].node >= 0) nd.in[i].node = map[s->in[i].node];
+    if (s->kind == NB_GNODE_INPUT || s->kind == NB_GNODE_PARAM) {
+        int32_t j = merge_named(g, src, s);
+        if (j != -1) return j < 0 ? -1 : j;
+    }
     nd.name = s->name ? nb__strdup(s->name) : NULL;
     if (s->name && !nd.name) {
         nb__error(NB_ERR_OOM, "graph '%s': out of memory merging graph '%s'", g->name, src->name);
@@ -125,7 +192,44 @@ static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map
         return -1;
     }
     nb_retain(nd.value);
-    return map[id] = g->n - 1;
+    return g->n - 1;
+}
+
+/* Copy node `id` of `src` and its ancestors into g (an explicit depth-first stack: graphs may be
+ * deep); map[] (src->n entries, -1 unset) memoizes.  The new id, or -1 with an error. */
+static int32_t import(nb_graph *g, const nb_graph *src, int32_t id, int32_t *map) {
+    size_t n = 0, cap = 64;
+    int32_t *stack = nb__malloc(sizeof *stack * cap);
+    if (!stack) goto oom;
+    stack[n++] = id;
+    while (n > 0) {
+        int32_t top = stack[n - 1];
+        if (map[top] >= 0) {
+            n--;
+            continue;
+        }
+        const nb_gnode *s = &src->nodes[top];
+        if (cap - n < (size_t)s->n_in) {
+            int32_t *st = nb__realloc(stack, sizeof *st * (cap *= 2));
+            if (!st) goto oom;
+            stack = st;
+        }
+        size_t pushed = n;
+        for (int i = 0; i < s->n_in; i++)
+            if (s->in[i].node >= 0 && map[s->in[i].node] < 0) stack[n++] = s->in[i].node;
+        if (n > pushed) continue;
+        n--;
+        if ((map[top] = import_node(g, src, s, map)) < 0) {
+            nb__free(stack);
+            return -1;
+        }
+    }
+    nb__free(stack);
+    return map[id];
+oom:
+    nb__free(stack);
+    nb__error(NB_ERR_OOM, "graph '%s': out of memory merging graph '%s'", g->name, src->name);
+    return -1;
 }
 
 nb_gval nb__graph_value_of(nb_graph *g, nb_tensor *t) {
@@ -183,11 +287,40 @@ static nb_status trace_apply(nb_interp *self, nb_op op, nb_tensor *const *in, in
 /* ---- building ---- */
 
 typedef struct build_frame {
-    trace_interp it;
+    trace_interp it;          /* it.g: the frame's own reference, dropped when the trace ends */
     struct build_frame *up;
+    int scope_guard;          /* the scope guard to restore at the end */
 } build_frame;
 
 static _Thread_local build_frame *tl_builds;
+static pthread_key_t exit_key;
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+/* End the innermost trace: close its scope (and any left open in it), pop its interpreter,
+ * mark its graph built and drop the frame's reference. */
+static void end_innermost(void) {
+    build_frame *f = tl_builds;
+    nb__scope_unguard(f->scope_guard);
+    nb__interp_pop(&f->it.base);
+    tl_builds = f->up;
+    f->it.g->building = false;
+    nb_graph_release(f->it.g);
+    nb__free(f);
+}
+
+/* A thread that exits with traces open ends them (their graphs go with their last references). */
+static void builds_at_exit(void *p) {
+    (void)p;
+    while (tl_builds) end_innermost();
+}
+
+static void make_exit_key(void) { pthread_key_create(&exit_key, builds_at_exit); }
+
+static bool is_open(const nb_graph *g) {
+    for (build_frame *f = tl_builds; f; f = f->up)
+        if (f->it.g == g) return true;
+    return false;
+}
 
 nb_graph *nb__graph_tracing(void) {
     return tl_builds && nb__interp_top() == &tl_builds->it.base ? tl_builds->it.g : NULL;
@@ -230,11 +363,13 @@ nb_graph *nb_graph_begin(const char *name) {
     g->building = true;
     f->it.base.name = "trace";
     f->it.base.apply = trace_apply;
-    f->it.g = g;
+    f->it.g = nb_graph_retain(g);
     f->up = tl_builds;
     tl_builds = f;
+    pthread_once(&exit_once, make_exit_key);
+    pthread_setspecific(exit_key, &tl_builds); /* non-NULL: the destructor ends open traces */
     nb__interp_push(&f->it.base);
-    nb_scope_begin();
+    f->scope_guard = nb__scope_guard();
     return g;
 }
 
@@ -243,15 +378,33 @@ nb_status nb_graph_end(nb_graph *g) {
     if (!tl_builds || tl_builds->it.g != g)
         return nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' is not the innermost graph being built on this thread",
                              g->name);
-    build_frame *f = tl_builds;
-    nb_scope_end();
-    nb__interp_pop(&f->it.base);
-    tl_builds = f->up;
-    nb__free(f);
-    g->building = false;
-    if (g->n_outputs == 0)
-        return nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' has no output (nb_graph_output)", g->name);
-    return NB_OK;
+    nb_graph_retain(g); /* the frame's reference may be the last */
+    end_innermost();
+    nb_status st = g->n_outputs ? NB_OK
+                                : nb__error_set(NB_ERR_STATE, "graph_end: graph '%s' has no output (nb_graph_output)",
+                                                g->name);
+    nb_graph_release(g);
+    return st;
+}
+
+/* After a build's fn: end the traces fn left open above g's (NB_ERR_STATE naming the first)
+ * and g's own; fn's own error (st) wins over any of these. */
+static nb_status build_end(const char *op, nb_graph *g, nb_status st) {
+    if (!is_open(g)) {
+        if (st == NB_OK) st = nb__error_set(NB_ERR_STATE, "%s: fn ended graph '%s'", op, g->name);
+        return st;
+    }
+    while (tl_builds->it.g != g) {
+        if (st == NB_OK)
+            st = nb__error_set(NB_ERR_STATE, "%s: fn left graph '%s' open inside graph '%s' (nb_graph_begin without "
+                               "nb_graph_end); ended it", op, tl_builds->it.g->name, g->name);
+        end_innermost();
+    }
+    if (st != NB_OK) {
+        end_innermost();
+        return st;
+    }
+    return nb_graph_end(g);
 }
 
 static bool name_ok(const char *op, nb_graph *g, const char *name) {
@@ -299,6 +452,9 @@ nb_tensor *nb_graph_input(nb_graph *g, const char *name, nb_dtype dt, const int6
         }
         nd.out[0].shape[i] = shape[i];
     }
+    int64_t fixed[NB_MAX_DIMS]; /* the concrete part must make a valid tensor */
+    for (int i = 0; i < ndim; i++) fixed[i] = nb__dim_sym(shape[i]) ? 1 : shape[i];
+    if (nb__numel_checked(op, fixed, ndim) < 0) return NULL;
     return add_named(op, g, &nd, name);
 }
 
@@ -370,10 +526,13 @@ nb_graph *nb_graph_build(const char *name, nb_graph_fn fn, void *ctx) {
     nb_graph *g = nb_graph_begin(name);
     if (!g) return NULL;
     nb_tensor *out = fn(g, ctx);
-    nb_status st = out ? nb_graph_output(g, "out", out) : NB_ERR_STATE;
-    if (!out && nb_last_status() == NB_OK) nb__error(NB_ERR_STATE, "graph_build: '%s': fn returned NULL", g->name);
-    nb_status se = nb_graph_end(g);
-    if (st != NB_OK || se != NB_OK) {
+    nb_status st = NB_OK;
+    if (!out) {
+        st = nb_last_status();
+        if (st == NB_OK) st = nb__error(NB_ERR_STATE, "graph_build: '%s': fn returned NULL", g->name);
+    } else if (is_open(g)) /* else build_end reports it */
+        st = nb_graph_output(g, "out", out);
+    if (build_end("graph_build", g, st) != NB_OK) {
         nb_graph_release(g);
         return NULL;
     }
@@ -388,8 +547,7 @@ nb_graph *nb_graph_build_with(const char *name, nb_graph_fn_with fn, void *ctx, 
     nb_graph *g = nb_graph_begin(name);
     if (!g) return NULL;
     nb_status st = fn(g, ctx, meta);
-    nb_status se = nb_graph_end(g);
-    if (st != NB_OK || se != NB_OK) {
+    if (build_end("graph_build_with", g, st) != NB_OK) {
         nb_graph_release(g);
         return NULL;
     }

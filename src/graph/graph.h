@@ -47,6 +47,8 @@ struct nb_graph {
     bool building;       /* between nb_graph_begin and nb_graph_end */
     bool lazy;           /* an eval-mode graph (ops on its tensors extend it outside a trace) */
     uint64_t hash;       /* structural hash, set by nb__graph_hash (0: not computed) */
+    struct nb__vslot *vmap; /* open addressing: tensor of a PARAM / CONST node -> its first node */
+    int vmap_n, vmap_cap;
 };
 
 void nb__graph_retain(nb_graph *g);

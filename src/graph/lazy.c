@@ -5,15 +5,18 @@
  * expression alone, as a fresh graph compiled through this thread's compile
  * cache and run, its value cached on the lazy tensor's record.
  *
- * Each op extends the graph of its first lazy input (not read before) in
- * place, or starts a new graph when all of them were read: node ids are
- * append-only, so a node appended to a graph other lazy tensors share leaves
- * their values unchanged, and a chain of n ops costs O(n), not the O(n^2) of
- * copying a graph per op.  Lazy inputs of other graphs are imported (their
- * ancestors copied), concrete ones captured as constants, and so is the
- * value of a lazy input read before: a loop that reads its lazy state at
- * every step computes each step once, not its whole history again, and
- * the graphs of earlier steps go with their tensors.
+ * Each op extends in place the graph of its first lazy input (not read
+ * before) that is its graph's newest node and an op (a chain), and starts a
+ * new graph otherwise (on nb_lazy's leaves, a branch off an older value,
+ * every input read before): node ids are append-only, so a node appended to
+ * a graph other lazy tensors share leaves their values unchanged, a chain of
+ * n ops costs O(n), not the O(n^2) of copying a graph per op, and a
+ * long-lived lazy tensor's graph does not grow with the ops applied to it.
+ * Lazy inputs of other graphs are imported (their ancestors copied),
+ * concrete ones captured as constants, and so is the value of a lazy input
+ * read before: a loop that reads its lazy state at every step computes each
+ * step once, not its whole history again, and the graphs of earlier steps
+ * go with their tensors.
  */
 #include "graph.h"
 
@@ -33,10 +36,12 @@ static nb_status lazy_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int
                              "built, mixed with lazy tensors", nb__ops[op].name, i, in[i]->graph->name);
         nb_tensor *v = is_lazy(in[i]) ? atomic_load(&in[i]->lazy_value) : NULL;
         use[i] = v ? v : in[i]; /* a value read before is captured, not computed again */
-        if (!g && is_lazy(use[i])) g = use[i]->graph;
+        if (!g && is_lazy(use[i]) && use[i]->gnode == use[i]->graph->n - 1 &&
+            use[i]->graph->nodes[use[i]->gnode].kind == NB_GNODE_OP)
+            g = use[i]->graph; /* the end of a chain of ops */
     }
     if (!nb__backend_common(nb__ops[op].name, in, n)) return nb_last_status();
-    nb_graph *fresh = NULL; /* every lazy input read before: a new graph, so old ones can go */
+    nb_graph *fresh = NULL; /* no chain to extend: a new graph, so old ones can go */
     if (!g) {
         for (int i = 0; !fresh && i < n; i++)
             if (in[i] && !(fresh = nb__graph_new(nb__ops[op].name, "lazy", in[i]->storage->device))) return NB_ERR_OOM;
@@ -60,6 +65,11 @@ nb_tensor *nb_lazy(nb_tensor *t) {
     NB_CHECK_ARG("lazy", t);
     if (is_lazy(t)) return nb__own(nb_retain(t));
     if (!nb__check_concrete("lazy", t)) return NULL;
+    if (nb__tracked(t)) {
+        nb__error(NB_ERR_STATE, "lazy: the tensor requires grad; lazy ops are not recorded on the tape (pass "
+                  "nb_detach(t))");
+        return NULL;
+    }
     nb_graph *g = nb__graph_new("lazy", "lazy", t->storage->device);
     if (!g) return NULL;
     g->lazy = true;

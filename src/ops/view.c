@@ -177,9 +177,9 @@ static bool select_meta(const view_in *x, nb_attrs *a, nb_meta *m) {
     int64_t n = x->shape[ax], index = a->i[1];
     if (!nb__dim_sym(n)) {
         if (nb__dim_sym(index)) return sym_error("select", "symbolic index on a concrete axis", index);
-        if (index < 0 || index >= n) {
-            nb__error(NB_ERR_INDEX, "select: index %lld out of range for axis %d of size %lld", (long long)index,
-                      ax, (long long)n);
+        if (index < 0 || index >= n) { /* i[2]: the index given, when counted from the end of a symbolic size */
+            nb__error(NB_ERR_INDEX, "select: index %lld out of range for axis %d of size %lld",
+                      (long long)(a->ni > 2 ? a->i[2] : index), ax, (long long)n);
             return false;
         }
     } else if (index < 0 && !nb__dim_sym(index)) {
@@ -660,7 +660,7 @@ nb_tensor *nb_select(nb_tensor *t, int axis, int64_t index) {
     NB_CHECK_ARG("select", t);
     int a = nb__axis("select", axis, t->ndim);
     if (a < 0) return NULL;
-    int64_t n = t->shape[a];
+    int64_t n = t->shape[a], given = index;
     if (nb__dim_sym(n)) { /* from the end: n + index, checked against the size when the graph runs */
         if (index < 0 && (index = nb__dim_add("select", n, index)) == -1) return NULL;
     } else if (index < -n || index >= n) {
@@ -669,7 +669,8 @@ nb_tensor *nb_select(nb_tensor *t, int axis, int64_t index) {
         return NULL;
     } else if (index < 0)
         index += n;
-    nb_attrs at = {.ni = 2, .i = {a, index}};
+    bool from_end = given != index && nb__dim_sym(n); /* kept for the run-time message */
+    nb_attrs at = {.ni = from_end ? 3 : 2, .i = {a, index, from_end ? given : 0}};
     return view_apply(NB_OP_SELECT, t, &at);
 }
 
