@@ -1390,7 +1390,8 @@ bool nb_dim_is_symbolic(int64_t d);
  *  NB_ERR_OVERFLOW. */
 int64_t nb_dim_add(int64_t a, int64_t b);
 int64_t nb_dim_mul(int64_t a, int64_t b);
-/** d written as text ("784", "B", "2*B+1") into buf (truncated to size); returns buf, NULL for a NULL buf. */
+/** d written as text ("784", "B", "2*B+1") into buf (truncated to size, and to 63 characters);
+ *  returns buf, or NULL for a NULL buf or a size of 0. */
 const char *nb_dim_name(int64_t d, char *buf, size_t size);
 
 /**

@@ -92,7 +92,7 @@ static nb_status check_graph(nb_graph *g, const nb_dim_binding *bind) {
 
 static nb_dim_binding bind_b(int64_t b) {
     nb_dim_binding bind = {0};
-    assert_int_equal(nb__dim_bind("test", nb_dim("B"), b, &bind), NB_OK);
+    assert_int_equal(nb__dim_bind("test", nb_dim("B"), b, false, &bind), NB_OK);
     return bind;
 }
 

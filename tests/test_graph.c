@@ -708,6 +708,45 @@ static void dim_names_are_identifiers(void **state) {
     assert_error(nb_last_status(), NB_ERR_SHAPE, "dim_mul");
 }
 
+/* Inputs declared with derived dims (B-5, 2*B) are checked once B is bound, whatever the
+ * argument order; a derived size that works out negative matches no input. */
+static void derived_dims_bind_in_any_order(void **state) {
+    (void)state;
+    int64_t B = nb_dim("B");
+    nb_graph *g = nb_graph_begin("derived");
+    assert_non_null(g);
+    nb_tensor *z = nb_graph_input(g, "z", NB_F32, NB_SHAPE(B, 3));
+    nb_tensor *a = nb_graph_input(g, "a", NB_F32, NB_SHAPE(nb_dim_add(B, -5), 3));
+    nb_tensor *d = nb_graph_input(g, "d", NB_F32, NB_SHAPE(nb_dim_mul(B, 2)));
+    assert_int_equal(nb_graph_output(g, "o", nb_add(nb_sum(a, NULL, 0, false), nb_sum(nb_add(z, 1.0), NULL, 0, false))),
+                     NB_OK);
+    assert_int_equal(nb_graph_output(g, "p", nb_exp(d)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    nb_tensor *z7 = nb_zeros(NB_SHAPE(7, 3), NB_F32), *a2 = nb_ones(NB_SHAPE(2, 3), NB_F32);
+    nb_tensor *d14 = nb_zeros(NB_SHAPE(14), NB_F32), *out[2] = {NULL, NULL};
+    const char *orders[2][3] = {{"z", "a", "d"}, {"a", "d", "z"}};
+    for (int k = 0; k < 2; k++) {
+        nb_tensor *vals[3];
+        for (int i = 0; i < 3; i++) vals[i] = orders[k][i][0] == 'z' ? z7 : orders[k][i][0] == 'a' ? a2 : d14;
+        assert_int_equal(nb_compiled_run(c, 3, orders[k], vals, 2, out), NB_OK);
+        double v;
+        assert_int_equal(nb_item(out[0], &v), NB_OK);
+        assert_true(v == 6 + 21); /* the outputs, like the inputs, belong to the test's scope */
+    }
+    nb_tensor *z2 = nb_zeros(NB_SHAPE(2, 3), NB_F32), *a0 = nb_ones(NB_SHAPE(0, 3), NB_F32);
+    nb_tensor *d4 = nb_zeros(NB_SHAPE(4), NB_F32);
+    out[0] = NULL;
+    assert_int_equal(nb_compiled_run(c, 3, (const char *[]){"a", "z", "d"}, (nb_tensor *[]){a0, z2, d4}, 2, out),
+                     NB_ERR_SHAPE); /* B = 2: B-5 = -3 matches no size */
+    assert_null(out[0]);
+    assert_non_null(strstr(nb_last_message(), "'a'"));
+    nb_clear_error();
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 /* The trace holds its own reference to its graph and guards its scope. */
 static void trace_owns_its_graph_and_scope(void **state) {
     (void)state;
@@ -808,6 +847,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(symbolic_attrs_are_evaluated_at_run_time, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(caches_are_per_thread, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(trace_owns_its_graph_and_scope, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(derived_dims_bind_in_any_order, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(dim_names_are_identifiers, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(params_on_another_device_fail_at_the_op, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(captures_are_found_in_constant_time, nbt_setup, nbt_teardown),

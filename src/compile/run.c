@@ -25,7 +25,8 @@ static int32_t find_named(const nb_graph *g, const char *name) {
 static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
 
 /* Check value v against node nd's declared metadata, binding its symbolic dims. */
-static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor *v, nb_dim_binding *bind) {
+static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor *v, bool derived,
+                            nb_dim_binding *bind) {
     const char *kind = nd->kind == NB_GNODE_INPUT ? "input" : "param";
     if (!v) return nb__error(NB_ERR_NULL, "%s: %s '%s' is NULL", OP, kind, nd->name);
     if (!nb__check_concrete(OP, v)) return nb_last_status();
@@ -42,7 +43,7 @@ static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor 
     for (int d = 0; d < m->ndim; d++) {
         char what[160];
         snprintf(what, sizeof what, "%s: %s '%.60s' axis %d", OP, kind, nd->name, d);
-        nb_status st = nb__dim_bind(what, m->shape[d], v->shape[d], bind);
+        nb_status st = nb__dim_bind(what, m->shape[d], v->shape[d], derived, bind);
         if (st != NB_OK) return st;
     }
     return NB_OK;
@@ -59,9 +60,13 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
             return nb__error(NB_ERR_ARG, "%s: graph '%s' has no input or param named '%s'", OP, g->name, names[i]);
         if (slot[nb__slot((nb_gval){id, 0})])
             return nb__error(NB_ERR_ARG, "%s: argument '%s' given twice", OP, names[i]);
-        nb_status st = bind_value(c, &g->nodes[id], values[i], bind);
+        nb_status st = bind_value(c, &g->nodes[id], values[i], false, bind);
         if (st != NB_OK) return st;
         slot[nb__slot((nb_gval){id, 0})] = nb_retain(values[i]);
+    }
+    for (int i = 0; i < n; i++) { /* derived dims (2*B, B-5), once every lone symbol is bound */
+        nb_status st = bind_value(c, &g->nodes[find_named(g, names[i])], values[i], true, bind);
+        if (st != NB_OK) return st;
     }
     for (int id = 0; id < g->n; id++) {
         const nb_gnode *nd = &g->nodes[id];
@@ -77,9 +82,10 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
 /* Symbolic dims inside attrs (sizes, shapes) evaluated under bind. */
 static nb_status concrete_attrs(nb_attrs *a, const char *op, const nb_dim_binding *bind) {
     for (size_t j = 0; j < sizeof a->i / sizeof a->i[0]; j++)
-        if (nb__dim_sym(a->i[j]) && (a->i[j] = nb__dim_eval(op, a->i[j], bind)) < 0) return nb_last_status();
+        if (nb__dim_sym(a->i[j]) && (a->i[j] = nb__dim_eval(op, a->i[j], bind)) == INT64_MIN) return nb_last_status();
     for (size_t j = 0; j < sizeof a->shape / sizeof a->shape[0]; j++)
-        if (nb__dim_sym(a->shape[j]) && (a->shape[j] = nb__dim_eval(op, a->shape[j], bind)) < 0) return nb_last_status();
+        if (nb__dim_sym(a->shape[j]) && (a->shape[j] = nb__dim_eval(op, a->shape[j], bind)) == INT64_MIN)
+            return nb_last_status();
     return NB_OK;
 }
 

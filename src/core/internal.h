@@ -180,12 +180,14 @@ typedef struct nb_dim_binding {
     int32_t sym[16];
     int64_t val[16];
 } nb_dim_binding;
-/** Evaluate d under bind: its size, or -1 with NB_ERR_SHAPE when a symbol is unbound. */
+/** Evaluate d under bind: its value (negative for an expression such as B - 5 with B = 2), or
+ *  INT64_MIN with NB_ERR_SHAPE (a symbol unbound) or NB_ERR_OVERFLOW set. */
 int64_t nb__dim_eval(const char *op, int64_t d, const nb_dim_binding *bind);
-/** Bind the dim expression `d` (from a declared input shape) to the size `v`: a lone symbol
- *  gets v (NB_ERR_SHAPE naming both sizes when already bound to another); other
- *  expressions are checked.  Returns NB_OK or the error. */
-nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, nb_dim_binding *bind);
+/** Match the declared dim `d` of an input with its size `v`, in two passes over all inputs:
+ *  with !derived a lone symbol gets v (NB_ERR_SHAPE naming both sizes when already bound to
+ *  another) and derived expressions (2*B, B-5) are skipped; with derived they are evaluated
+ *  and checked against v, so the order of the inputs does not matter.  NB_OK or the error. */
+nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, bool derived, nb_dim_binding *bind);
 
 /** New tensor record viewing `s` (retains it). Not registered with scopes. */
 nb_tensor *nb__tensor_view_of(nb_storage *s, const int64_t *shape, const int64_t *stride,

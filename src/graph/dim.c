@@ -263,17 +263,17 @@ int64_t nb__dim_eval(const char *op, int64_t d, const nb_dim_binding *bind) {
             pthread_mutex_lock(&dim_lock);
             nb__error(NB_ERR_SHAPE, "%s: symbolic dim '%s' is not bound by any input", op, sym_names[e.sym[i]]);
             pthread_mutex_unlock(&dim_lock);
-            return -1;
+            return INT64_MIN;
         }
         for (int k = 0; k < e.pw[i]; k++)
-            if (__builtin_mul_overflow(m, *v, &m)) return overflow(op, d, *v);
+            if (__builtin_mul_overflow(m, *v, &m)) return overflow(op, d, *v), INT64_MIN;
     }
     int64_t r;
-    if (__builtin_mul_overflow(e.a, m, &r) || __builtin_add_overflow(r, e.b, &r)) return overflow(op, d, m);
+    if (__builtin_mul_overflow(e.a, m, &r) || __builtin_add_overflow(r, e.b, &r)) return overflow(op, d, m), INT64_MIN;
     return r;
 }
 
-nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, nb_dim_binding *bind) {
+nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, bool derived, nb_dim_binding *bind) {
     if (!nb__dim_sym(d)) {
         if (d == v) return NB_OK;
         return nb__error(NB_ERR_SHAPE, "%s: size %lld where the graph declares %lld", what, (long long)v,
@@ -286,7 +286,7 @@ nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, nb_dim_binding *b
         if (old && *old != v)
             return nb__error(NB_ERR_SHAPE, "%s: dim '%s' bound to %lld by an earlier input and to %lld here",
                              what, nb__dim_str(s, d), (long long)*old, (long long)v);
-        if (!old) {
+        if (!old && !derived) {
             if (bind->n == (int)(sizeof bind->sym / sizeof bind->sym[0]))
                 return nb__error(NB_ERR_UNSUPPORTED, "%s: more than 16 symbolic dims", what);
             bind->sym[bind->n] = e.sym[0];
@@ -294,9 +294,10 @@ nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, nb_dim_binding *b
         }
         return NB_OK;
     }
+    if (!derived) return NB_OK; /* checked once every lone symbol is bound */
     int64_t want = nb__dim_eval(what, d, bind);
-    if (want < 0) return nb_last_status();
-    if (want != v)
+    if (want == INT64_MIN) return nb_last_status();
+    if (want != v) /* a negative want (B - 5 with B = 2) never matches a size */
         return nb__error(NB_ERR_SHAPE, "%s: size %lld where the graph's %s = %lld", what, (long long)v,
                          nb__dim_str(s, d), (long long)want);
     return NB_OK;
