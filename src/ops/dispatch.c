@@ -45,8 +45,9 @@ static inline bool nb__records(nb_op op, nb_tensor *const *in, int n, const nb_m
     return tracked && nb__should_record(in, n) && nb_dtype_is_float(meta[0].dtype);
 }
 
-nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
-                          int nout, nb_tensor **out) {
+/* Execute, then record on the tape (see nb__eager_apply); inline into the dispatch below. */
+static inline nb_status eager(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta, int nout,
+                              nb_tensor **out) {
     nb_status st = nb__kinds[nb__ops[op].kind]->execute(op, in, n, attrs, meta, nout, out);
     if (st != NB_OK) return st;
     if (nb__records(op, in, n, meta)) {
@@ -62,6 +63,11 @@ nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs 
         }
     }
     return NB_OK;
+}
+
+nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *meta,
+                          int nout, nb_tensor **out) {
+    return eager(op, in, n, attrs, meta, nout, out);
 }
 
 /* The interpreter for these inputs: the top of the stack, else (eval mode) a lazy graph's;
@@ -82,9 +88,10 @@ static nb_interp *interp_for(nb_op op, nb_tensor *const *in, int n, bool *bad) {
     return it;
 }
 
-/* Every kind but COMPOSITE has both steps (a missing one fails to link), so k is checked only
- * for NULL; n bounds nb__eager_apply's node inputs. */
-int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out) {
+/* The dispatch itself: infer, then the interpreter or eager.  Every kind but COMPOSITE has
+ * both steps (a missing one fails to link), so k is checked only for NULL; n bounds the
+ * tape node's inputs.  Returns nout, or -1 (error set, nothing left in out). */
+static inline int dispatch(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out) {
     const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
     NB_ASSERT(k && n <= 8);
     nb_meta meta[NB_MAX_OUTS];
@@ -93,29 +100,18 @@ int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tenso
     bool bad;
     nb_interp *it = interp_for(op, in, n, &bad);
     if (bad) return -1;
-    nb_status st = it ? it->apply(it, op, in, n, attrs, meta, nout, out) : nb__eager_apply(op, in, n, attrs, meta, nout, out);
+    nb_status st = it ? it->apply(it, op, in, n, attrs, meta, nout, out) : eager(op, in, n, attrs, meta, nout, out);
     return st == NB_OK ? nout : -1;
 }
 
+int nb__apply_n(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, nb_tensor **out) {
+    return dispatch(op, in, n, attrs, out);
+}
+
 nb_tensor *nb__apply(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs) {
-    const nb_kind_impl *k = nb__kinds[nb__ops[op].kind];
-    NB_ASSERT(k && n <= 8);
-    nb_meta meta[NB_MAX_OUTS];
     nb_tensor *out[NB_MAX_OUTS];
-    int nout = k->infer(op, in, n, attrs, meta);
+    int nout = dispatch(op, in, n, attrs, out);
     if (nout < 0) return NULL;
-    bool bad;
-    nb_interp *it = interp_for(op, in, n, &bad);
-    if (bad) return NULL;
-    nb_status st;
-    if (it) st = it->apply(it, op, in, n, attrs, meta, nout, out);
-    else if (nout == 1) { /* eager, inline: the hot path */
-        st = k->execute(op, in, n, attrs, meta, nout, out);
-        if (st == NB_OK && nb__records(op, in, n, meta) && !(out[0] = nb__record(out[0], op, in, n, attrs)))
-            st = NB_ERR_OOM;
-    } else
-        st = nb__eager_apply(op, in, n, attrs, meta, nout, out);
-    if (st != NB_OK) return NULL;
     for (int i = 1; i < nout; i++) nb_release(out[i]);
     return out[0];
 }
