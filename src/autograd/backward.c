@@ -55,8 +55,7 @@ static bool topo(nb_node *root, uint64_t pass, vec *order) {
     return ok;
 }
 
-/* acc = acc + g (both owned); returns the new owned sum. */
-static nb_tensor *accumulate(nb_tensor *acc, nb_tensor *g) {
+nb_tensor *nb__grad_add(nb_tensor *acc, nb_tensor *g) {
     if (!acc) return g;
     nb_tensor *s = nb__binary(NB_OP_ADD, acc, g);
     nb_release(acc);
@@ -66,7 +65,7 @@ static nb_tensor *accumulate(nb_tensor *acc, nb_tensor *g) {
 
 /* *slot += g (g borrowed), for a requested gradient. */
 static nb_status accumulate_out(nb_tensor **slot, nb_tensor *g) {
-    *slot = accumulate(*slot, nb_retain(g));
+    *slot = nb__grad_add(*slot, nb_retain(g));
     return *slot ? NB_OK : nb_last_status();
 }
 
@@ -194,7 +193,7 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
                 }
                 if (x->node) {
                     int64_t s = x->node->slot;
-                    grads[s] = accumulate(grads[s], gi);
+                    grads[s] = nb__grad_add(grads[s], gi);
                     if (!grads[s]) st = nb_last_status();
                 } else if (inputs) { /* leaves not asked for are skipped */
                     for (int j = 0; j < n_inputs && st == NB_OK; j++)

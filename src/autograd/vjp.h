@@ -12,6 +12,9 @@
  * Shared by the tape's backward pass and nb_graph_grad.
  */
 nb_tensor *nb__grad_conform(nb_tensor *g, const nb_tensor *x);
+/** acc + g, the sum of two gradients reaching one value (both owned, acc may be NULL:
+ *  then g); returns the owned sum, NULL with an error.  Shared as nb__grad_conform. */
+nb_tensor *nb__grad_add(nb_tensor *acc, nb_tensor *g);
 
 #define NB_VJP_DECL_RULE(name) nb_status nb__vjp_##name(const nb_node *node, nb_tensor *g, nb_tensor **gin);
 #define NB_VJP_DECL_NONE(name)

@@ -68,17 +68,10 @@ static nb_node *rule_node(nb_graph *g, const nb_gnode *nd, const bool *dep) {
     return r;
 }
 
-/* *slot += gr (both owned). */
+/* *slot += gr (both owned), as the tape sums gradients. */
 static nb_status accumulate(nb_tensor **slot, nb_tensor *gr) {
-    if (!*slot) {
-        *slot = gr;
-        return NB_OK;
-    }
-    nb_tensor *s = nb__binary(NB_OP_ADD, *slot, gr);
-    nb_release(*slot);
-    nb_release(gr);
-    *slot = s;
-    return s ? NB_OK : nb_last_status();
+    *slot = nb__grad_add(*slot, gr);
+    return *slot ? NB_OK : nb_last_status();
 }
 
 /* Propagate gr (owned), the gradient of node nd's output 0, to the inputs that want one. */
