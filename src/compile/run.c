@@ -24,10 +24,24 @@ static int32_t find_named(const nb_graph *g, const char *name) {
 
 static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
 
-/* Check value v against node nd's declared metadata, binding its symbolic dims. */
-static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor *v, bool derived,
-                            nb_dim_binding *bind) {
-    const char *kind = nd->kind == NB_GNODE_INPUT ? "input" : "param";
+static const char *arg_kind(const nb_gnode *nd) { return nd->kind == NB_GNODE_INPUT ? "input" : "param"; }
+
+/* Match the sizes of v with node nd's declared dims: the lone symbols (!derived) or the derived
+ * dims (see nb__dim_bind). */
+static nb_status bind_dims(const nb_gnode *nd, const nb_tensor *v, bool derived, nb_dim_binding *bind) {
+    const nb_meta *m = &nd->out[0];
+    for (int d = 0; d < m->ndim; d++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s: %s '%.60s' axis %d", OP, arg_kind(nd), nd->name, d);
+        nb_status st = nb__dim_bind(what, m->shape[d], v->shape[d], derived, bind);
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
+/* Check value v against node nd's declared metadata, binding its lone symbolic dims. */
+static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor *v, nb_dim_binding *bind) {
+    const char *kind = arg_kind(nd);
     if (!v) return nb__error(NB_ERR_NULL, "%s: %s '%s' is NULL", OP, kind, nd->name);
     if (!nb__check_concrete(OP, v)) return nb_last_status();
     if (!same_device(v->storage->device, c->dev))
@@ -40,13 +54,7 @@ static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor 
     if (v->ndim != m->ndim)
         return nb__error(NB_ERR_SHAPE, "%s: %s '%s' has rank %d (shape %s), graph '%s' declares rank %d", OP, kind,
                          nd->name, v->ndim, NB_SHAPE_STR(v), c->g->name, m->ndim);
-    for (int d = 0; d < m->ndim; d++) {
-        char what[160];
-        snprintf(what, sizeof what, "%s: %s '%.60s' axis %d", OP, kind, nd->name, d);
-        nb_status st = nb__dim_bind(what, m->shape[d], v->shape[d], derived, bind);
-        if (st != NB_OK) return st;
-    }
-    return NB_OK;
+    return bind_dims(nd, v, false, bind);
 }
 
 /* Fill the leaf slots: the named arguments, then defaults (params, constants); missing inputs fail. */
@@ -60,12 +68,13 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
             return nb__error(NB_ERR_ARG, "%s: graph '%s' has no input or param named '%s'", OP, g->name, names[i]);
         if (slot[nb__slot((nb_gval){id, 0})])
             return nb__error(NB_ERR_ARG, "%s: argument '%s' given twice", OP, names[i]);
-        nb_status st = bind_value(c, &g->nodes[id], values[i], false, bind);
+        nb_status st = bind_value(c, &g->nodes[id], values[i], bind);
         if (st != NB_OK) return st;
         slot[nb__slot((nb_gval){id, 0})] = nb_retain(values[i]);
     }
-    for (int i = 0; i < n; i++) { /* derived dims (2*B, B-5), once every lone symbol is bound */
-        nb_status st = bind_value(c, &g->nodes[find_named(g, names[i])], values[i], true, bind);
+    for (int id = 0; id < g->n; id++) { /* derived dims (2*B, B-5) of the arguments, once every lone symbol is bound */
+        nb_tensor *v = g->nodes[id].kind == NB_GNODE_OP ? NULL : slot[nb__slot((nb_gval){id, 0})];
+        nb_status st = v ? bind_dims(&g->nodes[id], v, true, bind) : NB_OK;
         if (st != NB_OK) return st;
     }
     for (int id = 0; id < g->n; id++) {
