@@ -6,7 +6,6 @@
  */
 #include "compile.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,8 +24,6 @@ typedef struct compile_cache {
 } compile_cache;
 
 static _Thread_local compile_cache tl_cache;
-static pthread_key_t exit_key;
-static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 static size_t capacity(void) { return tl_cache.capacity ? tl_cache.capacity : NB_COMPILE_CACHE_DEFAULT; }
 
@@ -78,13 +75,6 @@ static void evict_to(size_t cap) {
     }
 }
 
-static void cache_at_exit(void *p) {
-    (void)p;
-    nb_compile_cache_clear();
-}
-
-static void make_exit_key(void) { pthread_key_create(&exit_key, cache_at_exit); }
-
 /* Insert c (the cache takes a reference); a full cache evicts its least recently used plan. */
 static void cache_insert(uint64_t hash, nb_compiled *c) {
     if (tl_cache.n == tl_cache.alloc) {
@@ -94,19 +84,16 @@ static void cache_insert(uint64_t hash, nb_compiled *c) {
         tl_cache.e = e;
         tl_cache.alloc = na;
     }
-    pthread_once(&exit_once, make_exit_key);
-    pthread_setspecific(exit_key, &tl_cache); /* non-NULL: the destructor clears this thread's cache */
+    nb__at_thread_exit(nb_compile_cache_clear); /* a thread's plans go when it exits */
     evict_to(capacity() - 1);
     tl_cache.e[tl_cache.n++] = (cache_entry){hash, ++tl_cache.tick, nb_compiled_retain(c)};
 }
-
-static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
 
 /* Params and constants must live on dev (inputs are checked at each run). */
 static bool values_on(nb_graph *g, nb_device dev) {
     for (int i = 0; i < g->n; i++) {
         const nb_gnode *nd = &g->nodes[i];
-        if (nd->value && !same_device(nd->value->storage->device, dev)) {
+        if (nd->value && !nb__same_device(nd->value->storage->device, dev)) {
             nb__error(NB_ERR_DEVICE, "graph_compile: graph '%s': %s %s%s%s is on another device than the one compiled for",
                       g->name, nd->kind == NB_GNODE_PARAM ? "param" : "constant", nd->name ? "'" : "",
                       nd->name ? nd->name : "", nd->name ? "'" : "");
@@ -136,7 +123,7 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
     uint64_t h = nb__graph_hash(g);
     for (size_t i = 0; i < tl_cache.n; i++) {
         cache_entry *e = &tl_cache.e[i];
-        if (e->hash != h || !same_device(e->c->dev, dev) || !nb__graph_equal(e->c->g, g)) continue;
+        if (e->hash != h || !nb__same_device(e->c->dev, dev) || !nb__graph_equal(e->c->g, g)) continue;
         tl_cache.hits++;
         e->used = ++tl_cache.tick;
         if (e->c->g == g) return nb_compiled_retain(e->c);

@@ -22,8 +22,6 @@ static int32_t find_named(const nb_graph *g, const char *name) {
     return -1;
 }
 
-static bool same_device(nb_device a, nb_device b) { return a.type == b.type && a.index == b.index; }
-
 static const char *arg_kind(const nb_gnode *nd) { return nd->kind == NB_GNODE_INPUT ? "input" : "param"; }
 
 /* Match the sizes of v with node nd's declared dims: the lone symbols (!derived) or the derived
@@ -44,7 +42,7 @@ static nb_status bind_value(const nb_compiled *c, const nb_gnode *nd, nb_tensor 
     const char *kind = arg_kind(nd);
     if (!v) return nb__error(NB_ERR_NULL, "%s: %s '%s' is NULL", OP, kind, nd->name);
     if (!nb__check_concrete(OP, v)) return nb_last_status();
-    if (!same_device(v->storage->device, c->dev))
+    if (!nb__same_device(v->storage->device, c->dev))
         return nb__error(NB_ERR_DEVICE, "%s: %s '%s' is not on the device graph '%s' was compiled for", OP, kind,
                          nd->name, c->g->name);
     const nb_meta *m = &nd->out[0];

@@ -63,6 +63,9 @@ _Noreturn void nb__abort(const char *file, int line, const char *what);
  *  (GCC / Clang target_clones).  For loops outside the per-ISA kernel tables (conv, optimizers). */
 #define NB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
+/** Run fn when this thread exits (thread_exit.c); registering the same fn again is a no-op. */
+void nb__at_thread_exit(void (*fn)(void));
+
 /* ---- storage (src/core/storage.c) -------------------------------------- */
 
 typedef struct nb_storage {

@@ -7,7 +7,6 @@
  */
 #include "graph.h"
 
-#include <pthread.h>
 #include <string.h>
 
 /* ---- the record ---- */
@@ -293,8 +292,6 @@ typedef struct build_frame {
 } build_frame;
 
 static _Thread_local build_frame *tl_builds;
-static pthread_key_t exit_key;
-static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 /* End the innermost trace: close its scope (and any left open in it), pop its interpreter,
  * mark its graph built and drop the frame's reference. */
@@ -309,12 +306,9 @@ static void end_innermost(void) {
 }
 
 /* A thread that exits with traces open ends them (their graphs go with their last references). */
-static void builds_at_exit(void *p) {
-    (void)p;
+static void builds_at_exit(void) {
     while (tl_builds) end_innermost();
 }
-
-static void make_exit_key(void) { pthread_key_create(&exit_key, builds_at_exit); }
 
 static bool is_open(const nb_graph *g) {
     for (build_frame *f = tl_builds; f; f = f->up)
@@ -366,8 +360,7 @@ nb_graph *nb_graph_begin(const char *name) {
     f->it.g = nb_graph_retain(g);
     f->up = tl_builds;
     tl_builds = f;
-    pthread_once(&exit_once, make_exit_key);
-    pthread_setspecific(exit_key, &tl_builds); /* non-NULL: the destructor ends open traces */
+    nb__at_thread_exit(builds_at_exit);
     nb__interp_push(&f->it.base);
     f->scope_guard = nb__scope_guard();
     return g;
