@@ -13,6 +13,8 @@
 
 #include "../ops/ops.h"
 
+struct nb_fkernel; /* a fused kernel's program (fused.h) */
+
 struct nb_backend {
     const char *name;
     nb_device_type type;
@@ -50,6 +52,14 @@ struct nb_backend {
      *   MAX_UNPOOL2D: out [N, C, H, W] = zeros plus x [N, C, h, w] added at idx (i64, x's
      *                 shape, read, validated in [0, H*W)); w unused. */
     nb_status (*window)(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w);
+    /** Run the fused kernel k (fused.h) over the domain shape[ndim]: in[0..k->nin) are its loads
+     *  and out[0..k->nout) its outputs (fresh; each output's own elements written), every one
+     *  viewed with the domain's shape (stride 0 along broadcast axes, so a ROW output is constant
+     *  along the inner axes and a UNIFORM one everywhere).  NB_OK, NB_ERR_OOM, or
+     *  NB_ERR_UNSUPPORTED (no error recorded) when this call cannot run it — the executor then
+     *  runs the kernel's ops one by one.  NULL: the backend does not fuse (plans run op by op). */
+    nb_status (*fused)(const struct nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in,
+                       nb_tensor *const *out);
 };
 
 /** Output length of a window along one axis: floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1. */

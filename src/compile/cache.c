@@ -5,8 +5,10 @@
  * hit / miss / eviction counters; the plans' reference counting.
  */
 #include "compile.h"
+#include "../backend/backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define NB_COMPILE_CACHE_DEFAULT 64
@@ -103,6 +105,19 @@ static bool values_on(nb_graph *g, nb_device dev) {
     return true;
 }
 
+bool nb__env_fuse(void) {
+    static int cached = -1; /* -1: not read yet */
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("NB_FUSE");
+        v = !e || strcmp(e, "0") != 0;
+        if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+            fprintf(stderr, "nabla: ignoring NB_FUSE='%s' (expected 0 or 1); fusing\n", e);
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
     const char *op = "graph_compile";
     if (!g) {
@@ -129,7 +144,7 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
         if (e->c->g == g) return nb_compiled_retain(e->c);
         /* an equal graph of its own (its params may be other tensors): the same schedule on g */
         nb_compiled *c = plan_new(g, dev);
-        if (c && nb__schedule_copy(&c->s, &e->c->s) != NB_OK) {
+        if (c && nb__schedule_copy(&c->s, &e->c->s, g->n) != NB_OK) {
             nb_compiled_release(c);
             return NULL;
         }
@@ -139,7 +154,8 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
     if (!values_on(g, dev)) return NULL;
     nb_compiled *c = plan_new(g, dev);
     if (!c) return NULL;
-    if (nb__schedule_build(g, &c->s) != NB_OK) {
+    const nb_backend *be = nb_backend_for(dev);
+    if (nb__schedule_build(g, be->fused && nb__env_fuse(), &c->s) != NB_OK) {
         nb_compiled_release(c);
         return NULL;
     }

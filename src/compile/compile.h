@@ -8,30 +8,78 @@
 #define NB_COMPILE_H
 
 #include "../graph/graph.h"
+#include "../backend/fused.h"
 
 /** The slot of value v in a run's value table. */
 static inline int32_t nb__slot(nb_gval v) { return v.node * NB_MAX_OUTS + v.out; }
 
+/** Why a node of a fusible kind runs alone (the compile report's missed fusions). */
+typedef enum nb_fuse_miss {
+    NB_FUSE_OK,          /* fused, or not of a fusible kind */
+    NB_FUSE_MISS_KIND,   /* its op kind never fuses (matmul, gather, views, …) */
+    NB_FUSE_MISS_DTYPE,  /* a dtype the fused kernels do not compute (integers, halves) */
+    NB_FUSE_MISS_AXES,   /* a reduction over axes other than the trailing ones */
+    NB_FUSE_MISS_SHAPE,  /* its shape fits none of its producers' kernels */
+    NB_FUSE_MISS_CYCLE,  /* joining would put a kernel on both sides of another step */
+    NB_FUSE_MISS_LIMIT,  /* the kernel would exceed its operand or instruction limits */
+    NB_FUSE_MISS_ALONE,  /* no fusible producer or consumer */
+    NB_FUSE_MISS_COUNT
+} nb_fuse_miss;
+
+/** One fused kernel of a plan (fuse.c): its program and how it binds to the graph's values. */
+typedef struct nb_fstep {
+    nb_fkernel k;             /* the program (its arrays owned) */
+    int nd;                   /* the domain: dims may be symbolic (evaluated when it runs) */
+    int64_t dom[NB_MAX_DIMS];
+    int32_t *load_slot;       /* per load: the value (nb__slot) it reads */
+    int32_t *out_slot;        /* per output: the value it computes */
+    bool *load_outer;         /* aligned with the domain's outer axes (a reduction's result */
+    bool *out_outer;          /*   without keepdim) instead of its trailing ones */
+    int32_t *member;          /* the op nodes it computes, in id order (run one by one when the */
+    int nmember;              /*   backend cannot run the kernel) */
+} nb_fstep;
+
+void nb__fstep_free(nb_fstep *f);
+
 /**
- * What a run executes: the op nodes in order (op by op, every node the
- * outputs do not reach dropped), and after each step the value slots whose
- * last use it was (graph outputs are never among them).
+ * The fusion pass over the op nodes of g marked live: fused kernels into *kernels (*nk of
+ * them, nb__malloc'd, NULL when none), kernel_of[id] = the kernel node id belongs to or -1,
+ * miss[id] = why a node of a fusible kind was left alone (nb_fuse_miss).  NB_OK or NB_ERR_OOM.
+ */
+nb_status nb__fuse(const nb_graph *g, const bool *live, nb_fstep **kernels, int *nk, int32_t *kernel_of,
+                   uint8_t *miss);
+
+/**
+ * What a run executes: steps in a topological order, each an op node or a fused kernel, and
+ * after each step the value slots whose last use it was (graph outputs are never among them).
  */
 typedef struct nb_schedule {
     int n;             /* steps */
-    int32_t *node;     /* node id of step k */
+    int32_t *node;     /* step k: an op node id, or -1 - f for fused kernel f */
     int *free_start;   /* slots freed after step k: free_slot[free_start[k] .. free_start[k + 1]) */
     int32_t *free_slot;
+    int nfused;
+    nb_fstep *fused;
+    int nops;          /* op nodes the plan computes (dead ones dropped) */
+    uint8_t *miss;     /* per graph node: nb_fuse_miss */
 } nb_schedule;
 
+/** The fused kernel of step k, NULL for an op-node step. */
+static inline const nb_fstep *nb__step_kernel(const nb_schedule *s, int k) {
+    return s->node[k] < 0 ? &s->fused[-1 - s->node[k]] : NULL;
+}
+
 /**
- * THE compiler seam: the schedule of g (verified).  Today: dead-code
- * elimination, topological (id) order, liveness; fusion and memory
- * planning go here.  NB_OK, or NB_ERR_OOM (s left empty).
+ * THE compiler seam: the schedule of g (verified): dead-code elimination, fusion into kernels
+ * when `fuse` (the device's backend runs fused kernels), a topological order of the steps,
+ * liveness.  NB_OK, or NB_ERR_OOM (s left empty).
  */
-nb_status nb__schedule_build(const nb_graph *g, nb_schedule *s);
+nb_status nb__schedule_build(const nb_graph *g, bool fuse, nb_schedule *s);
+/** NB_FUSE=0 compiles plans without fusion (each op its own step: for comparisons); unset or 1
+ *  fuses; another value warns once on stderr and fuses.  Read once; exposed for tests. */
+bool nb__env_fuse(void);
 /** A deep copy of src into dst (NB_ERR_OOM: dst left empty). */
-nb_status nb__schedule_copy(nb_schedule *dst, const nb_schedule *src);
+nb_status nb__schedule_copy(nb_schedule *dst, const nb_schedule *src, int gn);
 void nb__schedule_free(nb_schedule *s);
 
 /**

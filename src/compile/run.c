@@ -1,13 +1,16 @@
 /*
  * run.c — the executor of compiled plans: binds the named arguments
  * (inputs; params default to their bound tensors) with dtype, rank and
- * symbolic-dim checks, then runs the schedule op by op — symbolic dims in
- * attrs evaluated, infer re-run on the concrete inputs (or both taken from
- * the plan's previous run under the same binding, compile.h), the op
- * executed eagerly without recording — freeing each intermediate after its
- * last use.
+ * symbolic-dim checks, then runs the schedule step by step, freeing each
+ * intermediate after its last use.  An op-node step has its symbolic dims
+ * in attrs evaluated and infer re-run on the concrete inputs (or both taken
+ * from the plan's previous run under the same binding, compile.h), and is
+ * executed eagerly without recording; a fused-kernel step is handed to the
+ * backend with its loads and fresh outputs viewed in the kernel's domain,
+ * or run node by node when the backend cannot take it.
  */
 #include "compile.h"
+#include "../backend/backend.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -127,6 +130,77 @@ static nb_status run_step(const nb_graph *g, int32_t id, nb_tensor **slot, const
     return NB_OK;
 }
 
+/* t viewed with the kernel's domain shape dom[nd]: broadcast along its trailing axes, or
+ * (outer) along the domain's outer ones, its own axes then followed by nred size-1 axes. */
+static nb_tensor *domain_view(nb_tensor *t, const int64_t *dom, int nd, int nred, bool outer) {
+    if (!outer) return nb__expand_raw(t, dom, nd);
+    int64_t shape[NB_MAX_DIMS], st[NB_MAX_DIMS];
+    for (int d = 0; d < t->ndim; d++) {
+        shape[d] = t->shape[d];
+        st[d] = t->stride[d];
+    }
+    for (int d = t->ndim; d < t->ndim + nred; d++) shape[d] = 1, st[d] = 0;
+    nb_tensor *v = nb__tensor_view_of(t->storage, shape, st, t->ndim + nred, t->offset, t->dtype);
+    nb_tensor *r = v ? nb__expand_raw(v, dom, nd) : NULL;
+    nb_release(v);
+    return r;
+}
+
+/* Run kernel f with the backend's fused entry: NB_OK with its outputs in their slots,
+ * NB_ERR_UNSUPPORTED when the backend cannot take this call (nothing written), or an error. */
+static nb_status run_fused(const nb_compiled *c, const nb_fstep *f, nb_tensor **slot, const nb_dim_binding *bind) {
+    const nb_backend *be = nb_backend_for(c->dev);
+    if (!be || !be->fused) return NB_ERR_UNSUPPORTED;
+    int64_t dom[NB_MAX_DIMS];
+    for (int d = 0; d < f->nd; d++)
+        if ((dom[d] = nb__dim_sym(f->dom[d]) ? nb__dim_eval(OP, f->dom[d], bind) : f->dom[d]) == INT64_MIN)
+            return nb_last_status();
+    nb_tensor *in[NB_FK_MAX_IO] = {0}, *out[NB_FK_MAX_IO] = {0}, *outv[NB_FK_MAX_IO] = {0};
+    nb_status st = NB_OK;
+    for (int j = 0; j < f->k.nin && st == NB_OK; j++)
+        if (!(in[j] = domain_view(slot[f->load_slot[j]], dom, f->nd, f->k.nred, f->load_outer[j]))) st = nb_last_status();
+    for (int o = 0; o < f->k.nout && st == NB_OK; o++) {
+        nb_meta m = c->g->nodes[f->out_slot[o] / NB_MAX_OUTS].out[0];
+        for (int d = 0; d < m.ndim && st == NB_OK; d++)
+            if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], bind)) == INT64_MIN)
+                st = nb_last_status();
+        if (st == NB_OK && !(out[o] = nb__meta_new(&m, c->dev))) st = nb_last_status();
+        if (st == NB_OK && !(outv[o] = domain_view(out[o], dom, f->nd, f->k.nred, f->out_outer[o]))) st = nb_last_status();
+    }
+    if (st == NB_OK) st = be->fused(&f->k, dom, f->nd, in, outv);
+    for (int j = 0; j < f->k.nin; j++) nb_release(in[j]);
+    for (int o = 0; o < f->k.nout; o++) {
+        nb_release(outv[o]);
+        if (st == NB_OK) slot[f->out_slot[o]] = out[o];
+        else nb_release(out[o]);
+    }
+    return st;
+}
+
+/* Kernel f: fused, or (the backend cannot, or `nofuse`) its nodes one by one, whose values
+ * other than the kernel's outputs are then dropped. */
+static nb_status run_kernel(const nb_compiled *c, const nb_fstep *f, nb_tensor **slot, const nb_dim_binding *bind,
+                            bool nofuse) {
+    nb_status st = nofuse ? NB_ERR_UNSUPPORTED : run_fused(c, f, slot, bind);
+    if (st != NB_ERR_UNSUPPORTED) return st;
+    st = NB_OK;
+    for (int i = 0; i < f->nmember && st == NB_OK; i++) {
+        nb_attrs a;
+        nb_meta meta[NB_MAX_OUTS];
+        st = run_step(c->g, f->member[i], slot, bind, false, &a, meta);
+    }
+    for (int i = 0; i < f->nmember; i++) {
+        int32_t s = nb__slot((nb_gval){f->member[i], 0});
+        bool out = false;
+        for (int o = 0; o < f->k.nout; o++) out |= f->out_slot[o] == s;
+        if (!out || st != NB_OK) {
+            nb_release(slot[s]);
+            slot[s] = NULL;
+        }
+    }
+    return st;
+}
+
 /* Ops reached from inside kernels run eagerly even while a graph is being built on this thread. */
 static nb_status eager_interp_apply(nb_interp *self, nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs,
                                     const nb_meta *meta, int nout, nb_tensor **out) {
@@ -135,9 +209,9 @@ static nb_status eager_interp_apply(nb_interp *self, nb_op op, nb_tensor *const 
 }
 
 /* Run the schedule; with `rc` (the plan's cache in hand) its attrs and metas are reused when `reuse`,
- * else stored. */
+ * else stored.  `nofuse`: kernels run node by node (a weak-scalar argument may change dtypes). */
 static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_dim_binding *bind, nb_run_cache *rc,
-                              bool reuse) {
+                              bool reuse, bool nofuse) {
     nb_interp eager = {.name = "compiled", .apply = eager_interp_apply};
     nb__interp_push(&eager);
     nb_no_grad_begin();
@@ -146,10 +220,13 @@ static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_d
     for (int k = 0; k < s->n && st == NB_OK; k++) {
         nb_attrs a;
         nb_meta meta[NB_MAX_OUTS];
-        st = run_step(c->g, s->node[k], slot, bind, reuse, rc ? &rc->attrs[k] : &a, rc ? &rc->meta[k * NB_MAX_OUTS] : meta);
-        for (int f = s->free_start[k]; st == NB_OK && f < s->free_start[k + 1]; f++) {
-            nb_release(slot[s->free_slot[f]]);
-            slot[s->free_slot[f]] = NULL;
+        const nb_fstep *f = nb__step_kernel(s, k);
+        st = f ? run_kernel(c, f, slot, bind, nofuse)
+               : run_step(c->g, s->node[k], slot, bind, reuse, rc ? &rc->attrs[k] : &a,
+                          rc ? &rc->meta[k * NB_MAX_OUTS] : meta);
+        for (int fr = s->free_start[k]; st == NB_OK && fr < s->free_start[k + 1]; fr++) {
+            nb_release(slot[s->free_slot[fr]]);
+            slot[s->free_slot[fr]] = NULL;
         }
     }
     nb_no_grad_end();
@@ -217,7 +294,7 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
         for (int i = 0; i < n; i++) weak |= values[i]->weak;
         bool reuse = rc && rc->valid && !weak && same_binding(&rc->bind, &bind);
         if (rc && !reuse) rc->valid = false; /* overwritten from here on */
-        st = run_schedule(c, slot, &bind, rc, reuse);
+        st = run_schedule(c, slot, &bind, rc, reuse, weak);
         if (rc && st == NB_OK && !weak) {
             rc->valid = true;
             rc->bind = bind;

@@ -20,10 +20,12 @@ static int slot(nb_dtype dt) { return dt == NB_F32 ? 0 : dt == NB_F64 ? 1 : -1; 
 
 /* ---- elementwise ---- */
 
+enum { EW_MAX_OPS = 4 }; /* operands of one eager elementwise op: out and up to three inputs */
+
 typedef struct ew_ctx {
     nb_op op;
     double p0, p1;
-    nb_dtype dt[NB_ITER_MAX_OPS];
+    nb_dtype dt[EW_MAX_OPS];
     nb_k_unary ku;
     nb_k_binary kb;
     bool exact; /* integer operands: evaluate in int64 (op_eval.h) */
@@ -145,9 +147,9 @@ static void mask_block(const ew_ctx *c, int64_t n, char *o, const char *const *i
 
 static void row_mask(void *p, int64_t n, char *const *ptr, const int64_t *s) {
     const ew_ctx *c = p;
-    _Alignas(64) char buf[NB_ITER_MAX_OPS][STAGE * 8];
-    const char *in[NB_ITER_MAX_OPS];
-    int64_t es[NB_ITER_MAX_OPS];
+    _Alignas(64) char buf[EW_MAX_OPS][STAGE * 8];
+    const char *in[EW_MAX_OPS];
+    int64_t es[EW_MAX_OPS];
     for (int k = 0; k < c->nops; k++) {
         es[k] = (int64_t)nb_dtype_size(c->dt[k]);
         if (k > 0 && s[k] == 0) /* broadcast: a block of copies of the value */
@@ -180,6 +182,11 @@ static nb_status run_ew(int nops, const nb_tensor *const *ts, nb_row_fn fn, ew_c
     nb__iter_init(&it, nops, ts);
     nb__iter_run(&it, fn, c);
     return NB_OK;
+}
+
+void nb__cpu_convert_row(int64_t n, nb_dtype dst, char *o, int64_t os, nb_dtype src, const char *x, int64_t xs) {
+    ew_ctx c = {.dt = {dst, src}, .nops = 2};
+    row_copy(&c, n, (char *const[]){o, (char *)x}, (const int64_t[]){os, xs});
 }
 
 static nb_status cpu_copy(nb_tensor *dst, const nb_tensor *src) {
@@ -254,21 +261,36 @@ static int64_t sub_walk(const red_ctx *c, int n, int64_t base, int64_t *idx) {
     return off;
 }
 
-/* Float SUM / MAX / MIN whose innermost reduced axis is contiguous: the
- * typed kernel (pairwise sum, vector extreme) on each contiguous run, the
- * runs combined in order. */
-static double reduce_runs(const red_ctx *c, int64_t base) {
+/* SUM, MAX or MIN of one contiguous run of n >= 1 float elements (dtype slot s) by the typed
+ * kernel: pairwise sum or vector extreme. */
+static double run_value(nb_op op, int s, int64_t n, const char *p) {
     const nb_cpu_kernels *k = nb__cpu_kernels();
+    return op != NB_OP_SUM ? k->extreme[op == NB_OP_MAX][s](n, p)
+           : s == 0        ? k->sum_f32(n, (const float *)p)
+                           : k->sum_f64(n, (const double *)p);
+}
+
+/* Float SUM / MAX / MIN whose innermost reduced axis is contiguous: the
+ * typed kernel on each contiguous run, the runs combined in order. */
+static double reduce_runs(const red_ctx *c, int64_t base) {
     int s = slot(c->x->dtype), nr = c->nr - 1;
     int64_t es = (int64_t)nb_dtype_size(c->x->dtype), run = c->rshape[nr], idx[NB_MAX_DIMS] = {0};
     double acc = nb__ident_f64(c->op);
-    for (int64_t q = 0; q < c->rnumel / run; q++) {
-        const char *p = (const char *)c->x->storage->data + sub_walk(c, nr, base, idx) * es;
-        double v = c->op != NB_OP_SUM ? k->extreme[c->op == NB_OP_MAX][s](run, p)
-                   : s == 0           ? k->sum_f32(run, (const float *)p)
-                                      : k->sum_f64(run, (const double *)p);
-        acc = nb__eval_step(c->op, acc, v);
-    }
+    for (int64_t q = 0; q < c->rnumel / run; q++)
+        acc = nb__eval_step(c->op, acc, run_value(c->op, s, run, (const char *)c->x->storage->data + sub_walk(c, nr, base, idx) * es));
+    return acc;
+}
+
+/* Does reduce_one take the typed-kernel path for op on dtype dt with an innermost run of n? */
+static bool runs_path(nb_op op, nb_dtype dt, int64_t n) {
+    return (op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(dt) >= 0 && n >= 8;
+}
+
+double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p) {
+    double acc = nb__ident_f64(op);
+    if (runs_path(op, dt, n)) return nb__eval_step(op, acc, run_value(op, slot(dt), n, p));
+    size_t es = nb_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) acc = nb__eval_step(op, acc, nb__load((const char *)p + (size_t)i * es, dt));
     return acc;
 }
 
@@ -278,8 +300,7 @@ static double reduce_one(const red_ctx *c, int64_t base) {
     size_t es = nb_dtype_size(x->dtype);
     const char *data = (const char *)x->storage->data;
     nb_op op = c->op;
-    if ((op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(x->dtype) >= 0 && c->nr >= 1 &&
-        c->rstride[c->nr - 1] == 1 && c->rshape[c->nr - 1] >= 8)
+    if (c->nr >= 1 && c->rstride[c->nr - 1] == 1 && runs_path(op, x->dtype, c->rshape[c->nr - 1]))
         return reduce_runs(c, base);
     bool arg = nb__ops[op].kind == NB_KIND_ARGREDUCE;
     double acc = arg ? 0 : nb__ident_f64(op);
@@ -729,4 +750,5 @@ const nb_backend nb__cpu_backend = {
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
     .window = nb__cpu_window,
+    .fused = nb__cpu_fused,
 };

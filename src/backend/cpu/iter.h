@@ -4,7 +4,7 @@
 
 #include "../../core/internal.h"
 
-#define NB_ITER_MAX_OPS 4
+#define NB_ITER_MAX_OPS 24 /* a fused kernel's loads and outputs (NB_FK_MAX_IO) */
 
 typedef struct nb_iter {
     int nops, ndim;

@@ -90,6 +90,20 @@ typedef struct nb_cpu_kernels {
 
 extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_avx512;
 
+/** The reduction cpu_reduce makes of each output whose reduced elements form one contiguous
+ *  run of n of dtype dt (f32 or f64) at p: SUM / MAX / MIN by the typed kernel from n >= 8, else
+ *  (and PROD) element by element in double from op's start.  Shared with fused kernels, so a
+ *  fused reduction gives the eager bits. */
+double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p);
+/** n elements of dtype src at x (byte stride xs) converted to dtype dst at o (stride os), as
+ *  the backend's copy does (nb_cast). */
+void nb__cpu_convert_row(int64_t n, nb_dtype dst, char *o, int64_t os, nb_dtype src, const char *x, int64_t xs);
+
+/** The fused-kernel interpreter (fused.c): the backend's `fused` entry (backend.h). */
+struct nb_fkernel;
+nb_status nb__cpu_fused(const struct nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in,
+                        nb_tensor *const *out);
+
 /** The table for this CPU (chosen once, at first use). */
 const nb_cpu_kernels *nb__cpu_kernels(void);
 /** The table NB_SIMD and the running CPU select (warns on stderr about an invalid NB_SIMD); exposed for tests. */

@@ -1,0 +1,114 @@
+/*
+ * bench_fusion.c — compiled (fused) graphs against the same ops run eagerly
+ * one by one and against the memory-copy bandwidth measured in the same run:
+ *
+ *   gelu       y = gelu(x * 1.5 + 0.5) over N f32 (default 64M): 1 read + 1 write
+ *   softmax    softmax over the rows of [R, C] f32 (default 8192 x 4096)
+ *   layer_norm layer_norm over the rows of [R, C] f32 (no affine)
+ *
+ * plus the compile latency of each graph (first nb_graph_compile, a miss) and
+ * the cached latency (compiling an equal graph again: a hit).
+ *
+ *   bench_fusion              NB_BENCH_THREADS (2), NB_BENCH_REPS (5), NB_BENCH_N, NB_BENCH_ROWS, NB_BENCH_COLS
+ *   NB_BENCH_FILTER=softmax   only the cases whose name contains the text
+ *
+ * Output: one line per case, "case=<name> impl=<nabla-fused|nabla-eager|memcpy> ms=<median> min=.. max=..
+ * gbps=<bytes moved / time>" (bench_fusion.sh reads them), then the compile latencies.
+ */
+#include "bench_util.h"
+#include "nabla.h"
+
+typedef struct fcase {
+    const char *name;
+    nb_tensor *(*fn)(nb_tensor *x); /* the computation, eager or traced alike */
+    int rank;                       /* 1: [N]; 2: [R, C] */
+} fcase;
+
+static nb_tensor *f_gelu(nb_tensor *x) { return nb_gelu(nb_add(nb_mul(x, 1.5), 0.5)); }
+static nb_tensor *f_softmax(nb_tensor *x) { return nb_softmax(x, -1); }
+static nb_tensor *f_layer_norm(nb_tensor *x) { return nb_layer_norm(x, 1, NULL, NULL, 1e-5); }
+
+typedef struct run_ctx {
+    const fcase *c;
+    nb_compiled *plan;
+    nb_tensor *x;
+} run_ctx;
+
+static void check(nb_tensor *t) {
+    if (!t) {
+        fprintf(stderr, "bench_fusion: %s\n", nb_last_message());
+        exit(1);
+    }
+}
+
+static void run_eager(void *p) {
+    run_ctx *r = p;
+    nb_scope_begin();
+    check(r->c->fn(r->x));
+    nb_scope_end();
+}
+
+static void run_compiled(void *p) {
+    run_ctx *r = p;
+    nb_tensor *y = NULL;
+    if (nb_compiled_run(r->plan, 1, (const char *[]){"x"}, &r->x, 1, &y) != NB_OK) check(NULL);
+    nb_release(y);
+}
+
+static nb_graph *trace(const fcase *c, const int64_t *shape) {
+    nb_graph *g = nb_graph_begin(c->name);
+    int64_t sym[2] = {nb_dim("B"), shape[1]}; /* the leading dim symbolic, as a batch is */
+    nb_tensor *x = nb_graph_input(g, "x", NB_F32, sym, c->rank);
+    nb_graph_output(g, "y", c->fn(x));
+    nb_graph_end(g);
+    return g;
+}
+
+static void report(const char *name, const char *impl, bench_stat s, double bytes) {
+    printf("case=%s impl=%s ms=%.3f min=%.3f max=%.3f gbps=%.1f\n", name, impl, s.median * 1e3, s.min * 1e3,
+           s.max * 1e3, bytes / s.median / 1e9);
+}
+
+int main(void) {
+    int threads = bench_env_int("NB_BENCH_THREADS", 2), reps = bench_env_int("NB_BENCH_REPS", 5);
+    int64_t n = bench_env_int("NB_BENCH_N", 64 << 20), rows = bench_env_int("NB_BENCH_ROWS", 8192),
+            cols = bench_env_int("NB_BENCH_COLS", 4096);
+    const char *filter = getenv("NB_BENCH_FILTER");
+    nb_set_num_threads(threads);
+    printf("# cpu: %s; simd %s; %d threads; median of %d after 2 warm-up calls\n", bench_cpu_model(),
+           nb_cpu_simd_level(), threads, reps);
+    const fcase cases[] = {{"gelu", f_gelu, 1}, {"softmax", f_softmax, 2}, {"layer_norm", f_layer_norm, 2}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const fcase *c = &cases[i];
+        if (filter && !strstr(c->name, filter)) continue;
+        int64_t shape[2] = {c->rank == 1 ? n : rows, cols};
+        size_t bytes = (size_t)(c->rank == 1 ? n : rows * cols) * sizeof(float);
+        nb_manual_seed(1);
+        run_ctx r = {.c = c, .x = nb_randn(shape, c->rank, NB_F32)};
+        check(r.x);
+        bench_copy cc = {malloc(bytes), malloc(bytes), bytes, threads, 0};
+        memset((char *)cc.src, 1, bytes);
+        memset(cc.dst, 0, bytes);
+        report(c->name, "memcpy", bench_run(bench_copy_run, &cc, 2, reps, 1), 2.0 * (double)bytes);
+        free(cc.dst);
+        free((char *)cc.src);
+        nb_graph *g = trace(c, shape);
+        double t0 = bench_now();
+        r.plan = nb_graph_compile(g, NB_CPU);
+        double first = bench_now() - t0;
+        check((nb_tensor *)r.plan);
+        nb_graph *g2 = trace(c, shape);
+        t0 = bench_now();
+        nb_compiled *again = nb_graph_compile(g2, NB_CPU);
+        double cached = bench_now() - t0;
+        report(c->name, "nabla-fused", bench_run(run_compiled, &r, 2, reps, 1), 2.0 * (double)bytes);
+        report(c->name, "nabla-eager", bench_run(run_eager, &r, 2, reps, 1), 2.0 * (double)bytes);
+        printf("compile case=%s first_ms=%.3f cached_ms=%.3f\n", c->name, first * 1e3, cached * 1e3);
+        nb_compiled_release(again);
+        nb_compiled_release(r.plan);
+        nb_graph_release(g2);
+        nb_graph_release(g);
+        nb_release(r.x);
+    }
+    return 0;
+}

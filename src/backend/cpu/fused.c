@@ -1,0 +1,458 @@
+/*
+ * fused.c — the CPU backend's interpreter of fused kernels (backend/fused.h):
+ * one pass over memory for a chain of elementwise ops and row reductions.
+ *
+ * The domain is walked in tiles of TILE elements.  Every instruction of a
+ * tile is one call of the same per-ISA kernel the eager op uses (kernels.h),
+ * on (pointer, byte stride) operands: loads are read in place (strided and
+ * broadcast operands included), intermediates live in tile buffers that the
+ * cache keeps hot, and a value the plan returns is written straight into its
+ * output.  So each element is computed exactly as the eager ops compute it,
+ * and the kernel reads and writes memory once.
+ *
+ *  - Elementwise kernels (nred = 0): the domain's axes are coalesced across
+ *    all operands (iter.c) and split across the worker pool.
+ *  - Row kernels (nred > 0): each row (an index of the outer axes) runs in
+ *    stages.  A stage runs its elementwise instructions over the row's
+ *    tiles, then its reductions over whole rows kept contiguous in row
+ *    buffers — the eager reduction of a contiguous row, so the same bits —
+ *    then the per-row instructions that need them.  softmax is three stages
+ *    over a row that stays in cache.  Rows are split across the pool.
+ *  - UNIFORM values (scalars and ops on them) are computed once per call.
+ *
+ * Results do not depend on the thread count: every element and every row is
+ * computed the same way whichever thread takes it.
+ */
+#include "../backend.h"
+#include "../fused.h"
+#include "iter.h"
+#include "kernels.h"
+#include "pool.h"
+#include "../../ops/op_eval.h"
+
+#include <string.h>
+
+enum {
+    TILE = 1024,                  /* elements per tile */
+    MAX_VALS = NB_FK_MAX_IO + NB_FK_MAX_INSTR,
+    MAX_SCRATCH = 16,             /* tile buffers live at once */
+    MAX_ROW = 65536,              /* longest row a row kernel takes: eager sums longer ones in chunks */
+    MAX_ROWBUF_BYTES = 1 << 22,   /* row buffers of one thread */
+};
+
+/* Where a value lives while the kernel runs. */
+typedef enum fk_home { H_LOAD, H_UNI, H_ROWV, H_OUT, H_ROWBUF, H_SCRATCH } fk_home;
+
+/** A value of the current tile (or row): its first element and byte stride. */
+typedef struct fk_val {
+    char *p;
+    int64_t s;
+} fk_val;
+
+typedef struct fk_plan {
+    const nb_fkernel *k;
+    const nb_cpu_kernels *kt;
+    int nval, nstage, nscratch, nrowbuf, nrowv;
+    uint8_t home[MAX_VALS];
+    int16_t hidx[MAX_VALS];              /* output, row buffer, row value or scratch index */
+    uint8_t es[MAX_VALS];                /* element size */
+    int8_t stage[NB_FK_MAX_INSTR];       /* FULL / reduce: its stage; ROW: the stage it runs before */
+    int16_t order[NB_FK_MAX_INSTR];      /* FULL instructions, stage by stage */
+    int16_t stage_start[NB_FK_MAX_INSTR + 1];
+    _Alignas(8) unsigned char uni[MAX_VALS][8];
+    /* geometry: operands are the loads, then the outputs */
+    int nops;
+    char *base[NB_FK_MAX_IO];
+    int64_t L;                           /* row length (row kernels) */
+    int nouter, ninner;
+    int64_t oshape[NB_MAX_DIMS], ostr[NB_FK_MAX_IO][NB_MAX_DIMS];
+    int64_t ishape[NB_MAX_DIMS], istr[NB_FK_MAX_IO][NB_MAX_DIMS]; /* coalesced inner axes, byte strides */
+    char *rowbuf;                        /* per chunk: nrowbuf buffers of L elements of 8 bytes */
+} fk_plan;
+
+static int dslot(nb_dtype dt) { return dt == NB_F32 ? 0 : 1; }
+
+static bool is_compare(nb_op op) { return op >= NB_OP_EQ && op <= NB_OP_GE; }
+static bool is_logic(nb_op op) {
+    return op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT;
+}
+static bool is_reduce(nb_op op) { return nb__ops[op].kind == NB_KIND_REDUCE; }
+
+/* ---- one instruction on n elements ---- */
+
+/* v as n contiguous elements of es bytes: in place, or copied into buf (broadcast or strided). */
+static const char *contiguous(fk_val v, int64_t n, size_t es, char *buf) {
+    if (v.s == (int64_t)es) return v.p;
+    for (int64_t i = 0; i < n; i++) memcpy(buf + (size_t)i * es, v.p + i * v.s, es);
+    return buf;
+}
+
+/* The mask kernels (where, comparisons, logical ops) take contiguous operands; `stage` holds
+ * four tile buffers for the operands and a strided result. */
+static void exec_mask(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
+                      char (*stage)[TILE * 8]) {
+    const nb_fkernel *k = P->k;
+    nb_dtype dt0 = nb__fk_dtype(k, I->in[0]);
+    size_t es0 = nb_dtype_size(dt0), eso = nb_dtype_size(I->dtype);
+    char *o = d.s == (int64_t)eso ? d.p : stage[3];
+    const char *x0 = contiguous(a[0], n, es0, stage[0]);
+    if (I->op == NB_OP_WHERE) {
+        size_t es1 = nb_dtype_size(I->dtype);
+        const char *x1 = contiguous(a[1], n, es1, stage[1]), *x2 = contiguous(a[2], n, es1, stage[2]);
+        P->kt->where[nb__size_log2(eso)][nb__size_log2(es0)](n, o, x0, nb__truth_mask(dt0), x1, x2);
+    } else if (is_compare(I->op)) {
+        P->kt->compare[I->op - NB_OP_EQ][dt0](n, (uint8_t *)o, x0, contiguous(a[1], n, es0, stage[1]));
+    } else {
+        bool un = I->op == NB_OP_LOGICAL_NOT;
+        const char *x1 = un ? x0 : contiguous(a[1], n, es0, stage[1]);
+        P->kt->logic[un ? NB_LOGIC_NOT : (int)(I->op - NB_OP_LOGICAL_AND)][nb__size_log2(es0)](
+            n, (uint8_t *)o, x0, x1, nb__truth_mask(dt0));
+    }
+    if (o != d.p)
+        for (int64_t i = 0; i < n; i++) memcpy(d.p + i * d.s, o + (size_t)i * eso, eso);
+}
+
+static void exec_instr(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
+                       char (*stage)[TILE * 8]) {
+    if (I->op == NB_OP_CAST) {
+        nb__cpu_convert_row(n, I->dtype, d.p, d.s, nb__fk_dtype(P->k, I->in[0]), a[0].p, a[0].s);
+    } else if (I->op == NB_OP_WHERE || is_compare(I->op) || is_logic(I->op)) {
+        exec_mask(P, I, n, d, a, stage);
+    } else if (nb__ops[I->op].kind == NB_KIND_UNARY) {
+        P->kt->unary[I->op][dslot(I->dtype)](n, d.p, d.s, a[0].p, a[0].s, I->p0, I->p1);
+    } else {
+        P->kt->binary[I->op][dslot(I->dtype)](n, d.p, d.s, a[0].p, a[0].s, a[1].p, a[1].s);
+    }
+}
+
+/* ---- the plan: levels, stages, homes ---- */
+
+/* Stages of a row kernel: a FULL instruction runs in the stage after every reduction it
+ * depends on; a reduction closes the stage of its input; a ROW instruction runs before the
+ * first stage that follows what it needs.  `avail` is the stage from which a value is there. */
+static void plan_stages(fk_plan *P) {
+    const nb_fkernel *k = P->k;
+    int8_t avail[MAX_VALS] = {0};
+    int last = 0;
+    for (int j = 0; j < k->ninstr; j++) {
+        const nb_finstr *I = &k->instr[j];
+        int s = 0;
+        for (int i = 0; i < 3; i++)
+            if (I->in[i] >= 0 && avail[I->in[i]] > s) s = avail[I->in[i]];
+        P->stage[j] = (int8_t)s;
+        avail[k->nin + j] = (int8_t)(is_reduce(I->op) ? s + 1 : s);
+        if (I->level == NB_FL_FULL || is_reduce(I->op)) last = s > last ? s : last;
+    }
+    P->nstage = last + 1;
+    int n = 0; /* FULL instructions grouped by stage, in program order within one */
+    for (int s = 0; s < P->nstage; s++) {
+        P->stage_start[s] = (int16_t)n;
+        for (int j = 0; j < k->ninstr; j++)
+            if (k->instr[j].level == NB_FL_FULL && P->stage[j] == s) P->order[n++] = (int16_t)j;
+    }
+    P->stage_start[P->nstage] = (int16_t)n;
+}
+
+/* Homes: loads in place, outputs in their tensors, UNIFORM values computed once, ROW values
+ * in per-row slots, FULL values read by another stage or reduced in row buffers, the rest
+ * in tile buffers reused after their last read (in execution order).  False when the
+ * kernel needs more tile buffers than the interpreter has. */
+static bool plan_homes(fk_plan *P) {
+    const nb_fkernel *k = P->k;
+    int16_t last[MAX_VALS]; /* position in execution order of the last FULL read */
+    int16_t pos[NB_FK_MAX_INSTR] = {0};
+    for (int v = 0; v < P->nval; v++) {
+        last[v] = -1;
+        P->home[v] = v < k->nin ? H_LOAD : k->instr[v - k->nin].level == NB_FL_UNIFORM ? H_UNI
+                     : k->instr[v - k->nin].level == NB_FL_ROW                      ? H_ROWV
+                                                                                     : H_SCRATCH;
+        P->es[v] = (uint8_t)nb_dtype_size(nb__fk_dtype(k, v));
+    }
+    for (int o = 0; o < k->nout; o++)
+        if (P->home[k->out_val[o]] != H_LOAD && P->home[k->out_val[o]] != H_UNI) {
+            P->home[k->out_val[o]] = H_OUT;
+            P->hidx[k->out_val[o]] = (int16_t)o;
+        }
+    for (int q = 0; q < P->stage_start[P->nstage]; q++) pos[P->order[q]] = (int16_t)q;
+    for (int j = 0; j < k->ninstr; j++) {
+        const nb_finstr *I = &k->instr[j];
+        for (int i = 0; i < 3; i++) {
+            int v = I->in[i];
+            if (v < k->nin || P->home[v] != H_SCRATCH) continue;
+            /* a FULL value reduced, or read by another stage, must stay for the whole row */
+            if (is_reduce(I->op) || (I->level == NB_FL_FULL && P->stage[j] != P->stage[v - k->nin]))
+                P->home[v] = H_ROWBUF;
+            else if (pos[j] > last[v]) last[v] = pos[j];
+        }
+    }
+    P->nrowbuf = P->nrowv = P->nscratch = 0;
+    int16_t owner[MAX_SCRATCH];
+    for (int v = 0; v < P->nval; v++) {
+        if (P->home[v] == H_ROWBUF) P->hidx[v] = (int16_t)P->nrowbuf++;
+        if (P->home[v] == H_ROWV) P->hidx[v] = (int16_t)P->nrowv++;
+    }
+    for (int q = 0; q < P->stage_start[P->nstage]; q++) { /* linear scan over execution order */
+        int v = k->nin + P->order[q];
+        if (P->home[v] != H_SCRATCH) continue;
+        int s = 0;
+        while (s < P->nscratch && last[owner[s]] >= q) s++; /* a buffer whose value was last read before q */
+        if (s == P->nscratch) {
+            if (P->nscratch == MAX_SCRATCH) return false;
+            P->nscratch++;
+        }
+        owner[s] = (int16_t)v;
+        P->hidx[v] = (int16_t)s;
+    }
+    return true;
+}
+
+/* The value of UNIFORM operand v (a load's first element, or computed). */
+static fk_val uniform_val(fk_plan *P, int v) {
+    return (fk_val){P->home[v] == H_LOAD ? P->base[v] : (char *)P->uni[v], 0};
+}
+
+/* Compute the UNIFORM instructions once and write those that are outputs. */
+static void run_uniform(fk_plan *P) {
+    const nb_fkernel *k = P->k;
+    char stage[4][TILE * 8];
+    for (int j = 0; j < k->ninstr; j++) {
+        const nb_finstr *I = &k->instr[j];
+        if (I->level != NB_FL_UNIFORM) continue;
+        fk_val a[3];
+        for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? uniform_val(P, I->in[i]) : (fk_val){0};
+        exec_instr(P, I, 1, (fk_val){(char *)P->uni[k->nin + j], P->es[k->nin + j]}, a, stage);
+    }
+    for (int o = 0; o < k->nout; o++)
+        if (P->home[k->out_val[o]] == H_UNI) memcpy(P->base[k->nin + o], P->uni[k->out_val[o]], P->es[k->out_val[o]]);
+}
+
+/* ---- elementwise kernels ---- */
+
+static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
+    const fk_plan *P = ctx;
+    const nb_fkernel *k = P->k;
+    _Alignas(64) char scratch[MAX_SCRATCH][TILE * 8];
+    _Alignas(64) char stage[4][TILE * 8];
+    fk_val v[MAX_VALS];
+    for (int j = 0; j < P->nval; j++)
+        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val((fk_plan *)P, j);
+    for (int64_t i0 = 0; i0 < n; i0 += TILE) {
+        int64_t len = n - i0 < TILE ? n - i0 : TILE;
+        for (int j = 0; j < k->nin; j++)
+            if (k->in_level[j] != NB_FL_UNIFORM) v[j] = (fk_val){ptr[j] + i0 * bs[j], bs[j]};
+        for (int q = 0; q < P->stage_start[1]; q++) {
+            int j = P->order[q], val = k->nin + j;
+            const nb_finstr *I = &k->instr[j];
+            int h = P->hidx[val];
+            fk_val d = P->home[val] == H_OUT ? (fk_val){ptr[k->nin + h] + i0 * bs[k->nin + h], bs[k->nin + h]}
+                                             : (fk_val){scratch[h], P->es[val]};
+            fk_val a[3];
+            for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
+            exec_instr(P, I, len, d, a, stage);
+            v[val] = d;
+        }
+    }
+}
+
+static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *const *out) {
+    const nb_fkernel *k = P->k;
+    const nb_tensor *ts[NB_FK_MAX_IO];
+    for (int j = 0; j < k->nin; j++) ts[j] = in[j];
+    for (int o = 0; o < k->nout; o++) ts[k->nin + o] = out[o];
+    nb_iter it;
+    nb__iter_init(&it, P->nops, ts);
+    if (it.numel > 0) nb__iter_run(&it, ew_rows, P);
+    return NB_OK;
+}
+
+/* ---- row kernels ---- */
+
+/* Split the domain's axes into outer (rows) and inner (within a row, coalesced across the
+ * operands and the contiguous row order of the row buffers).  False when a reduction would
+ * read a load that is not one contiguous run, or a row is longer than MAX_ROW. */
+static bool row_geometry(fk_plan *P, const int64_t *shape, int ndim, const nb_tensor *const *ts) {
+    const nb_fkernel *k = P->k;
+    int nouter = ndim - k->nred;
+    P->nouter = nouter;
+    P->L = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (d < nouter) P->oshape[d] = shape[d];
+        else P->L *= shape[d];
+    }
+    if (P->L > MAX_ROW || (int64_t)P->nrowbuf * P->L * 8 > MAX_ROWBUF_BYTES) return false;
+    /* inner axes merged where every operand is contiguous across them (the row order is) */
+    P->ninner = 0;
+    for (int d = nouter; d < ndim; d++) {
+        if (shape[d] == 1) continue;
+        int n = P->ninner;
+        bool merge = n > 0;
+        for (int o = 0; o < P->nops && merge; o++)
+            merge = P->istr[o][n - 1] == ts[o]->stride[d] * (int64_t)nb_dtype_size(ts[o]->dtype) * shape[d];
+        if (merge) P->ishape[n - 1] *= shape[d];
+        else P->ishape[P->ninner++] = shape[d];
+        for (int o = 0; o < P->nops; o++)
+            P->istr[o][P->ninner - 1] = ts[o]->stride[d] * (int64_t)nb_dtype_size(ts[o]->dtype);
+    }
+    if (P->ninner == 0) {
+        P->ninner = 1;
+        P->ishape[0] = 1;
+        for (int o = 0; o < P->nops; o++) P->istr[o][0] = 0;
+    }
+    for (int o = 0; o < P->nops; o++)
+        for (int d = 0; d < nouter; d++) P->ostr[o][d] = ts[o]->stride[d] * (int64_t)nb_dtype_size(ts[o]->dtype);
+    /* a reduced load must be one contiguous run along the row, as the eager reduction reads it */
+    for (int j = 0; j < k->ninstr; j++) {
+        int v = k->instr[j].in[0];
+        if (!is_reduce(k->instr[j].op) || P->L == 1) continue;
+        if (nb__fk_level(k, v) != NB_FL_FULL) return false;
+        if (v < k->nin && (P->ninner != 1 || P->istr[v][0] != (int64_t)P->es[v])) return false;
+    }
+    return true;
+}
+
+/* Point the persistent FULL values (outputs, row buffers) and the FULL loads at the tile that
+ * starts t0 elements into the current line (operand offsets loff, row position f). */
+static void tile_vals(const fk_plan *P, fk_val *v, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
+    const nb_fkernel *k = P->k;
+    int last = P->ninner - 1;
+    for (int j = 0; j < k->nin; j++)
+        if (k->in_level[j] == NB_FL_FULL) v[j] = (fk_val){P->base[j] + loff[j] + t0 * P->istr[j][last], P->istr[j][last]};
+    for (int j = 0; j < k->ninstr; j++) {
+        int val = k->nin + j, h = P->hidx[val];
+        if (k->instr[j].level != NB_FL_FULL) continue;
+        if (P->home[val] == H_ROWBUF) v[val] = (fk_val){rowbuf + (size_t)h * (size_t)P->L * 8 + f * P->es[val], P->es[val]};
+        else if (P->home[val] == H_OUT) {
+            int o = k->nin + h;
+            v[val] = (fk_val){P->base[o] + loff[o] + t0 * P->istr[o][last], P->istr[o][last]};
+        }
+    }
+}
+
+/* Stage s of one row: its FULL instructions over the row's tiles. */
+static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*scratch)[TILE * 8],
+                      char (*stage)[TILE * 8]) {
+    const nb_fkernel *k = P->k;
+    int q0 = P->stage_start[s], q1 = P->stage_start[s + 1], last = P->ninner - 1;
+    if (q0 == q1) return;
+    int64_t len_line = P->ishape[last], lidx[NB_MAX_DIMS] = {0};
+    for (int64_t f0 = 0; f0 < P->L; f0 += len_line) {
+        int64_t loff[NB_FK_MAX_IO];
+        for (int o = 0; o < P->nops; o++) {
+            loff[o] = ooff[o];
+            for (int d = 0; d < last; d++) loff[o] += lidx[d] * P->istr[o][d];
+        }
+        for (int64_t t0 = 0; t0 < len_line; t0 += TILE) {
+            int64_t len = len_line - t0 < TILE ? len_line - t0 : TILE;
+            tile_vals(P, v, loff, t0, f0 + t0, rowbuf);
+            for (int q = q0; q < q1; q++) {
+                int j = P->order[q], val = k->nin + j;
+                const nb_finstr *I = &k->instr[j];
+                fk_val d = P->home[val] == H_SCRATCH ? (fk_val){scratch[P->hidx[val]], P->es[val]} : v[val];
+                fk_val a[3];
+                for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
+                exec_instr(P, I, len, d, a, stage);
+                v[val] = d;
+            }
+        }
+        for (int d = last - 1; d >= 0 && ++lidx[d] == P->ishape[d]; d--) lidx[d] = 0;
+    }
+}
+
+/* The ROW instructions that run before stage s (s = nstage: after the last), and the
+ * reductions closing stage s - 1. */
+static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*stage)[TILE * 8]) {
+    const nb_fkernel *k = P->k;
+    for (int j = 0; j < k->ninstr; j++) {
+        const nb_finstr *I = &k->instr[j];
+        int val = k->nin + j;
+        if (I->level != NB_FL_ROW) continue;
+        fk_val d = {v[val].p, P->es[val]};
+        if (is_reduce(I->op) && P->stage[j] == s - 1) {
+            int x = I->in[0], h = P->hidx[x];
+            /* a ROW or UNIFORM input has the domain's shape only when rows have one element */
+            const char *row = nb__fk_level(k, x) != NB_FL_FULL ? v[x].p
+                              : P->home[x] == H_ROWBUF     ? rowbuf + (size_t)h * (size_t)P->L * 8
+                              : P->home[x] == H_OUT        ? P->base[k->nin + h] + ooff[k->nin + h]
+                                                           : P->base[x] + ooff[x];
+            nb__store(d.p, I->dtype, nb__cpu_reduce_contig(I->op, nb__fk_dtype(k, x), P->L, row));
+        } else if (!is_reduce(I->op) && P->stage[j] == s) {
+            fk_val a[3];
+            for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
+            exec_instr(P, I, 1, d, a, stage);
+        }
+    }
+}
+
+/* Rows [lo, hi) (chunk `chunk`: its own row buffers). */
+static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
+    const fk_plan *P = ctx;
+    const nb_fkernel *k = P->k;
+    _Alignas(64) char scratch[MAX_SCRATCH][TILE * 8];
+    _Alignas(64) char stage[4][TILE * 8];
+    _Alignas(8) unsigned char rowv[NB_FK_MAX_INSTR][8];
+    char *rowbuf = P->rowbuf ? P->rowbuf + (size_t)chunk * (size_t)P->nrowbuf * (size_t)P->L * 8 : NULL;
+    fk_val v[MAX_VALS];
+    for (int j = 0; j < P->nval; j++)
+        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val((fk_plan *)P, j);
+    int64_t idx[NB_MAX_DIMS] = {0};
+    for (int64_t d = P->nouter - 1, rem = lo; d >= 0; d--) {
+        idx[d] = rem % P->oshape[d];
+        rem /= P->oshape[d];
+    }
+    for (int64_t r = lo; r < hi; r++) {
+        int64_t ooff[NB_FK_MAX_IO];
+        for (int o = 0; o < P->nops; o++) {
+            ooff[o] = 0;
+            for (int d = 0; d < P->nouter; d++) ooff[o] += idx[d] * P->ostr[o][d];
+        }
+        for (int j = 0; j < k->nin; j++)
+            if (k->in_level[j] == NB_FL_ROW) v[j] = (fk_val){P->base[j] + ooff[j], 0};
+        for (int j = 0; j < k->ninstr; j++) {
+            int val = k->nin + j, h = P->hidx[val];
+            if (k->instr[j].level != NB_FL_ROW) continue;
+            v[val] = (fk_val){P->home[val] == H_OUT ? P->base[k->nin + h] + ooff[k->nin + h] : (char *)rowv[h], 0};
+        }
+        for (int s = 0; s <= P->nstage; s++) {
+            row_scalars(P, s, v, ooff, rowbuf, stage);
+            if (s < P->nstage) row_stage(P, s, v, ooff, rowbuf, scratch, stage);
+        }
+        for (int d = P->nouter - 1; d >= 0 && ++idx[d] == P->oshape[d]; d--) idx[d] = 0;
+    }
+}
+
+static nb_status run_rows(fk_plan *P) {
+    int64_t rows = 1;
+    for (int d = 0; d < P->nouter; d++) rows *= P->oshape[d];
+    if (rows == 0) return NB_OK;
+    int64_t chunks = rows * P->L / 16384;
+    int64_t most = 4 * (int64_t)nb_get_num_threads();
+    chunks = chunks < 1 ? 1 : chunks > most ? most : chunks;
+    if (chunks > rows) chunks = rows;
+    size_t bytes = (size_t)chunks * (size_t)P->nrowbuf * (size_t)P->L * 8;
+    P->rowbuf = bytes ? nb__buf_alloc(bytes) : NULL;
+    if (bytes && !P->rowbuf) return NB_ERR_OOM;
+    nb__parallel_chunks(rows, chunks, row_chunk, P);
+    if (bytes) nb__buf_free(P->rowbuf, bytes);
+    return NB_OK;
+}
+
+nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in, nb_tensor *const *out) {
+    fk_plan P;
+    P.k = k;
+    P.kt = nb__cpu_kernels();
+    P.nval = k->nin + k->ninstr;
+    P.nops = k->nin + k->nout;
+    P.rowbuf = NULL;
+    const nb_tensor *ts[NB_FK_MAX_IO];
+    for (int j = 0; j < k->nin; j++) ts[j] = in[j];
+    for (int o = 0; o < k->nout; o++) ts[k->nin + o] = out[o];
+    for (int o = 0; o < P.nops; o++) P.base[o] = nb__ptr(ts[o]);
+    plan_stages(&P);
+    if (!plan_homes(&P)) return NB_ERR_UNSUPPORTED;
+    bool empty = false;
+    for (int d = 0; d < ndim; d++) empty |= shape[d] == 0;
+    if (k->nred > 0 && !empty && !row_geometry(&P, shape, ndim, ts)) return NB_ERR_UNSUPPORTED;
+    if (k->nred > 0 && empty) return NB_ERR_UNSUPPORTED; /* empty rows or none: the eager ops' rules */
+    run_uniform(&P);
+    return k->nred == 0 ? run_elementwise(&P, in, out) : run_rows(&P);
+}

@@ -1,0 +1,68 @@
+/*
+ * fused.h — the fused-kernel program: what the compiler's fusion pass
+ * (src/compile/fuse.c) hands a backend that can run several elementwise ops
+ * and row reductions as one pass over memory (the CPU backend's tiled
+ * interpreter, src/backend/cpu/fused.c).
+ *
+ * A kernel computes over a domain shape D.  Its values are numbered: the
+ * loads first (0 .. nin-1, tensors given at run time), then one value per
+ * instruction (nin + j).  Each value has a level:
+ *   UNIFORM  one element for the whole domain (scalars, and ops on them);
+ *   ROW      one element per row: D's first ndim - nred axes are the rows,
+ *            its last nred axes (the inner axes) are reduced away;
+ *   FULL     one element per position of D.
+ * An instruction's level is the highest of its operands', except a
+ * reduction (SUM, MAX, MIN, PROD over the inner axes of a FULL value),
+ * which is ROW.  Every instruction computes exactly what the eager op
+ * would (the same per-ISA kernels, the same conversions, a reduction in
+ * the same order as the eager reduction of a contiguous tensor), so a fused
+ * plan gives the same bits as running its ops one by one.
+ */
+#ifndef NB_FUSED_H
+#define NB_FUSED_H
+
+#include "../ops/ops.h"
+
+/** Limits of one kernel: operands (loads + outputs), instructions. */
+enum { NB_FK_MAX_IO = 24, NB_FK_MAX_INSTR = 96 };
+
+typedef enum nb_flevel { NB_FL_UNIFORM, NB_FL_ROW, NB_FL_FULL, NB_FL_COUNT } nb_flevel;
+
+/**
+ * One instruction.  op is a UNARY, BINARY or WHERE op of the table (its
+ * operands already of the dtype the eager kernel computes in: the compute
+ * dtype of a binary op, the result dtype of a float unary op, the result
+ * dtype for where's two values; any condition dtype), NB_OP_CAST (convert
+ * in[0] to dtype, as nb_cast), or a REDUCE op (SUM, MAX, MIN, PROD of the
+ * FULL value in[0] over the inner axes).  Results are f32, f64 or bool.
+ */
+typedef struct nb_finstr {
+    nb_op op;
+    nb_flevel level;
+    nb_dtype dtype;   /* the result's */
+    int16_t in[3];    /* operand values; -1 where absent */
+    double p0, p1;    /* unary parameters (leaky_relu's slope, clamp's bounds, …) */
+} nb_finstr;
+
+typedef struct nb_fkernel {
+    int nin, ninstr, nout;
+    int nred;                /* inner (reduced) axes of the domain; 0: no reductions, no ROW values */
+    nb_dtype *in_dtype;      /* per load */
+    nb_flevel *in_level;     /* per load: UNIFORM loads have one element, ROW loads are constant
+                                along the inner axes */
+    nb_finstr *instr;
+    int16_t *out_val;        /* the value each output receives */
+} nb_fkernel;
+
+/** The value id of instruction j of k. */
+static inline int nb__fk_instr_val(const nb_fkernel *k, int j) { return k->nin + j; }
+/** Level of value v of k. */
+static inline nb_flevel nb__fk_level(const nb_fkernel *k, int v) {
+    return v < k->nin ? k->in_level[v] : k->instr[v - k->nin].level;
+}
+/** dtype of value v of k. */
+static inline nb_dtype nb__fk_dtype(const nb_fkernel *k, int v) {
+    return v < k->nin ? k->in_dtype[v] : k->instr[v - k->nin].dtype;
+}
+
+#endif /* NB_FUSED_H */

@@ -1,0 +1,386 @@
+/*
+ * test_fusion.c — fused compiled plans against eager execution.
+ *
+ *  - A random-program differential tester: programs of random elementwise,
+ *    broadcast, view (negative steps included) and reduction ops on random
+ *    shapes are run eagerly and traced + compiled (fused); every output
+ *    must be BITWISE equal — fused kernels call the eager kernels and
+ *    reduce rows in the eager order.  A fixed seed in the suite;
+ *    NB_FUSION_PROGRAMS=N runs N programs (and NB_FUSION_SEED another seed).
+ *  - Fusion indexing: broadcast operands into a multi-axis reduction, a
+ *    compiled result copied into a negative-stride slice, a kernel over a
+ *    transposed and stepped view.
+ *  - Kernel formation (softmax and layer_norm are one kernel each), the
+ *    op-by-op fallback (rows too long for a row kernel), thread counts.
+ */
+#include "support.h"
+#include "compile/compile.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- bitwise comparison ---- */
+
+static bool same_bits(nb_tensor *a, nb_tensor *b, const char *what) {
+    nb_scope_begin();
+    bool ok = nb_dtype_of(a) == nb_dtype_of(b) && nb_ndim(a) == nb_ndim(b) &&
+              !memcmp(nb_shape(a), nb_shape(b), sizeof(int64_t) * (size_t)nb_ndim(a));
+    if (ok) {
+        nb_tensor *ac = NBT(nb_contiguous(a)), *bc = NBT(nb_contiguous(b));
+        size_t es = nb_dtype_size(nb_dtype_of(ac));
+        for (int64_t i = 0; ok && i < nb_numel(ac); i++) {
+            const char *x = (const char *)nb_data_ptr(ac) + i * (int64_t)es, *y = (const char *)nb_data_ptr(bc) + i * (int64_t)es;
+            double dx = nbt_at(ac, i), dy = nbt_at(bc, i);
+            /* every bit, but a NaN's sign and payload: IEEE 754 leaves which operand's NaN an op
+             * returns open, and a compiler may swap the operands of a commutative op */
+            if (!memcmp(x, y, es) || (dx != dx && dy != dy)) continue;
+            ok = false;
+            fprintf(stderr, "%s: element %lld: eager %.17g, compiled %.17g\n", what, (long long)i, dx, dy);
+        }
+    } else {
+        fprintf(stderr, "%s: dtype or shape differ\n", what);
+    }
+    nb_scope_end();
+    return ok;
+}
+
+/* ---- random programs ---- */
+
+static uint64_t rng_state;
+static uint32_t rnd(void) { /* xorshift64* */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (uint32_t)((rng_state * 0x2545F4914F6CDD1DULL) >> 32);
+}
+static int rndn(int n) { return (int)(rnd() % (uint32_t)n); }
+
+enum { MAXV = 40 };
+
+typedef enum opk {
+    OK_UNARY, OK_BINARY, OK_SCALAR, OK_WHERE, OK_CAST, OK_PERMUTE, OK_SLICE, OK_FLIP, OK_EXPAND, OK_SELECT,
+    OK_RESHAPE, OK_REDUCE, OK_NORM, OK_COUNT
+} opk;
+
+/** One op of a program: applied once to eager tensors, once to the trace's. */
+typedef struct prog_op {
+    opk kind;
+    int a, b, c;      /* operand values */
+    int which;        /* the op within its kind */
+    int axis, axis2;
+    int64_t i0, i1, i2;
+    double s;
+    bool keep;
+    int64_t shape[NB_MAX_DIMS];
+    int nshape;
+} prog_op;
+
+static nb_tensor *unary(int which, nb_tensor *x) {
+    switch (which) {
+    case 0: return nb_neg(x);
+    case 1: return nb_abs(x);
+    case 2: return nb_exp(x);
+    case 3: return nb_tanh(x);
+    case 4: return nb_sigmoid(x);
+    case 5: return nb_relu(x);
+    case 6: return nb_gelu(x);
+    case 7: return nb_silu(x);
+    case 8: return nb_sqrt(nb_abs(x));
+    case 9: return nb_log1p(nb_abs(x));
+    case 10: return nb_sin(x);
+    case 11: return nb_square(x);
+    case 12: return nb_clamp(x, -0.5, 0.7);
+    case 13: return nb_leaky_relu(x, 0.1);
+    default: return nb_erf(x);
+    }
+}
+
+static nb_tensor *binary(int which, nb_tensor *a, nb_tensor *b) {
+    switch (which) {
+    case 0: return nb_add(a, b);
+    case 1: return nb_sub(a, b);
+    case 2: return nb_mul(a, b);
+    case 3: return nb_div(a, b);
+    case 4: return nb_maximum(a, b);
+    default: return nb_minimum(a, b);
+    }
+}
+
+static nb_tensor *binary_scalar(int which, nb_tensor *a, double b) {
+    switch (which) {
+    case 0: return nb_add(a, b);
+    case 1: return nb_sub(a, b);
+    case 2: return nb_mul(a, b);
+    case 3: return nb_div(a, b);
+    case 4: return nb_maximum(a, b);
+    case 5: return nb_minimum(a, b);
+    default: return nb_mul(a, (int64_t)3);
+    }
+}
+
+static nb_tensor *apply(const prog_op *o, nb_tensor **v) {
+    nb_tensor *a = v[o->a];
+    switch (o->kind) {
+    case OK_UNARY: return unary(o->which, a);
+    case OK_BINARY: return binary(o->which, a, v[o->b]);
+    case OK_SCALAR: return binary_scalar(o->which, a, o->s);
+    case OK_WHERE:
+        return o->which ? nb_where(nb_gt(a, v[o->b]), a, v[o->b]) : nb_masked_fill(v[o->b], nb_lt(v[o->b], o->s), -o->s);
+    case OK_CAST: return nb_cast(a, nb_dtype_of(a) == NB_F32 ? NB_F64 : NB_F32);
+    case OK_PERMUTE: {
+        int perm[NB_MAX_DIMS], nd = nb_ndim(a);
+        for (int d = 0; d < nd; d++) perm[d] = nd - 1 - d;
+        if (nd > 2 && o->which) {
+            int t = perm[0];
+            perm[0] = perm[1];
+            perm[1] = t;
+        }
+        return nb_permute(a, perm, nd);
+    }
+    case OK_SLICE: return nb_slice(a, o->axis, o->i0, o->i1, o->i2);
+    case OK_FLIP: return nb_flip(a, &o->axis, 1);
+    case OK_EXPAND: return nb_expand(a, o->shape, o->nshape);
+    case OK_SELECT: return nb_select(a, o->axis, o->i0);
+    case OK_RESHAPE: return nb_reshape(a, o->shape, o->nshape);
+    case OK_REDUCE: {
+        int axes[2] = {o->axis, o->axis2};
+        int na = o->axis2 >= 0 ? 2 : 1;
+        switch (o->which) {
+        case 0: return nb_sum(a, axes, na, o->keep);
+        case 1: return nb_max(a, axes, na, o->keep);
+        case 2: return nb_min(a, axes, na, o->keep);
+        case 3: return nb_mean(a, axes, na, o->keep);
+        default: return nb_logsumexp(a, axes, na, o->keep);
+        }
+    }
+    case OK_NORM:
+        switch (o->which) {
+        case 0: return nb_softmax(a, o->axis);
+        case 1: return nb_log_softmax(a, o->axis);
+        case 2: return nb_layer_norm(a, 1, NULL, NULL, 1e-5);
+        default: return nb_sub(a, nb_mean(a, &o->axis, 1, true));
+        }
+    default: return NULL;
+    }
+}
+
+/* t's shape as "[2, 3]" into buf. */
+static const char *shape_str(nb_tensor *t, char *buf, size_t size) {
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < nb_ndim(t) && k < size; d++)
+        k += (size_t)snprintf(buf + k, size - k, d ? ", %lld" : "%lld", (long long)nb_shape(t)[d]);
+    if (k < size) snprintf(buf + k, size - k, "]");
+    return buf;
+}
+
+/* One line describing op k (value nin + k) of a failing program. */
+static void describe(const prog_op *o, int val, nb_tensor *const *v) {
+    static const char *const kinds[] = {"unary", "binary", "scalar", "where", "cast", "permute", "slice",
+                                        "flip", "expand", "select", "reshape", "reduce", "norm"};
+    char sh[192];
+    fprintf(stderr, "  v%d = %s#%d(v%d, v%d; axis %d %d, i %lld %lld %lld, s %g, keep %d) -> %s\n", val, kinds[o->kind],
+            o->which, o->a, o->b, o->axis, o->axis2, (long long)o->i0, (long long)o->i1, (long long)o->i2, o->s,
+            o->keep, shape_str(v[val], sh, sizeof sh));
+}
+
+/* A random op on the values v[0..n) (eager), filled into *o; false when it does not apply. */
+static bool random_op(prog_op *o, nb_tensor **v, int n) {
+    memset(o, 0, sizeof *o);
+    o->kind = (opk)rndn(OK_COUNT);
+    o->a = n - 1 - rndn(n < 4 ? n : 4); /* mostly recent values: chains */
+    o->b = rndn(n);
+    nb_tensor *a = v[o->a];
+    int nd = nb_ndim(a);
+    const int64_t *sh = nb_shape(a);
+    o->axis = nd ? rndn(nd) : 0;
+    o->axis2 = -1;
+    switch (o->kind) {
+    case OK_UNARY: o->which = rndn(15); break;
+    case OK_BINARY: o->which = rndn(6); break;
+    case OK_SCALAR:
+        o->which = rndn(7);
+        o->s = (double)(rndn(7) - 3) * 0.75;
+        break;
+    case OK_WHERE:
+        o->which = rndn(2);
+        o->s = 0.25;
+        break;
+    case OK_SLICE: {
+        if (!nd) return false;
+        int64_t len = sh[o->axis];
+        o->i2 = rndn(2) ? 1 + rndn(2) : -1 - rndn(2);
+        o->i0 = rndn((int)len + 1) - (rndn(2) ? 0 : len);
+        o->i1 = rndn(3) ? NB_END : rndn((int)len + 1);
+        if (o->i2 < 0 && o->i1 == NB_END) o->i0 = -1;
+        break;
+    }
+    case OK_FLIP:
+        if (!nd) return false;
+        break;
+    case OK_EXPAND: {
+        int k = -1;
+        for (int d = 0; d < nd; d++)
+            if (sh[d] == 1) k = d;
+        o->nshape = nd + (rndn(3) == 0);
+        int lead = o->nshape - nd;
+        for (int d = 0; d < o->nshape; d++) o->shape[d] = d < lead ? 2 : sh[d - lead];
+        if (k >= 0) o->shape[k + lead] = 3;
+        if (o->nshape == nd && k < 0) return false;
+        break;
+    }
+    case OK_SELECT:
+        if (nd < 2 || sh[o->axis] == 0) return false;
+        o->i0 = rndn((int)sh[o->axis]) - (rndn(2) ? sh[o->axis] : 0);
+        break;
+    case OK_RESHAPE:
+        if (rndn(2)) {
+            o->nshape = 1;
+            o->shape[0] = -1;
+        } else {
+            o->nshape = nd + 1; /* an axis of 1 inserted */
+            for (int d = 0, k = rndn(nd + 1); d <= nd; d++) o->shape[d] = d < k ? sh[d] : d == k ? 1 : sh[d - 1];
+        }
+        break;
+    case OK_REDUCE:
+        if (!nd) return false;
+        o->which = rndn(5);
+        o->keep = rndn(2);
+        o->axis = rndn(3) ? nd - 1 : rndn(nd);
+        if (nd > 1 && rndn(3) == 0) {
+            o->axis2 = nd - 2;
+            if (o->axis == nd - 2) o->axis = nd - 1;
+        }
+        break;
+    case OK_NORM:
+        if (!nd) return false;
+        o->which = rndn(4);
+        o->axis = rndn(3) ? nd - 1 : rndn(nd);
+        break;
+    default: break;
+    }
+    return true;
+}
+
+static nb_tensor *random_input(const int64_t *base, int nd, bool f64) {
+    int64_t shape[NB_MAX_DIMS];
+    int k = rndn(3) == 0 ? rndn(nd + 1) : 0; /* a suffix of the base shape: broadcasts */
+    for (int d = k; d < nd; d++) shape[d - k] = rndn(4) == 0 ? 1 : base[d];
+    nb_tensor *x = nb_randn(shape, nd - k, f64 ? NB_F64 : NB_F32);
+    if (rndn(5) == 0) { /* a few exact values: zeros (signed), ties */
+        nb_tensor *m = nb_gt(nb_rand(shape, nd - k, NB_F32), 0.8);
+        x = nb_where(m, nb_neg(nb_zeros_like(x)), x);
+    }
+    return x;
+}
+
+typedef struct prog_stats {
+    int programs, ops, kernels, fused_nodes, outputs;
+} prog_stats;
+
+/* Build, run and compare one random program. */
+static void one_program(int id, prog_stats *ps) {
+    nb_scope_begin();
+    int nd = 1 + rndn(4);
+    int64_t base[NB_MAX_DIMS];
+    for (int d = 0; d < nd; d++) base[d] = rndn(6) == 0 ? 40 + rndn(30) : 1 + rndn(7);
+    int nin = 1 + rndn(3);
+    nb_tensor *v[MAXV];
+    prog_op ops[MAXV];
+    int n = 0, nops = 0;
+    for (int i = 0; i < nin; i++) v[n++] = NBT(random_input(base, nd, rndn(8) == 0));
+    int want = 3 + rndn(14);
+    for (int tries = 0; nops < want && n < MAXV && tries < 200; tries++) {
+        prog_op o;
+        if (!random_op(&o, v, n)) continue;
+        nb_tensor *r = apply(&o, v);
+        if (!r) {
+            nb_clear_error();
+            continue;
+        }
+        if (nb_numel(r) > 200000) continue;
+        ops[nops++] = o;
+        v[n++] = r;
+    }
+    /* outputs: the last value and a few random others (multi-output kernels) */
+    int outs[4], nout = 0;
+    outs[nout++] = n - 1;
+    for (int k = rndn(3); k > 0 && n > nin; k--) outs[nout++] = nin + rndn(n - nin);
+    /* the same program traced */
+    nb_graph *g = nb_graph_begin("random");
+    nb_tensor *s[MAXV];
+    char names[3][8];
+    for (int i = 0; i < nin; i++) {
+        snprintf(names[i], sizeof names[i], "x%d", i);
+        int64_t shape[NB_MAX_DIMS];
+        memcpy(shape, nb_shape(v[i]), sizeof(int64_t) * (size_t)nb_ndim(v[i]));
+        s[i] = NBT(nb_graph_input(g, names[i], nb_dtype_of(v[i]), shape, nb_ndim(v[i])));
+    }
+    for (int k = 0; k < nops; k++) s[nin + k] = NBT(apply(&ops[k], s));
+    for (int i = 0; i < nout; i++) {
+        char on[16];
+        snprintf(on, sizeof on, "y%d", i);
+        assert_int_equal(nb_graph_output(g, on, s[outs[i]]), NB_OK);
+    }
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    const char *dump = getenv("NB_FUSION_DUMP"); /* NB_FUSION_DUMP=id: print program id before compiling it */
+    if (dump && atoi(dump) == id) {
+        for (int k = 0; k < nin; k++) {
+            char sh[192];
+            fprintf(stderr, "  v%d = input %s %s\n", k, nb_dtype_name(nb_dtype_of(v[k])), shape_str(v[k], sh, sizeof sh));
+        }
+        for (int k = 0; k < nops; k++) describe(&ops[k], nin + k, v);
+        for (int i = 0; i < nout; i++) fprintf(stderr, "  output v%d\n", outs[i]);
+    }
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    const char *nm[3] = {names[0], names[1], names[2]};
+    nb_tensor *res[4];
+    if (nb_compiled_run(c, nin, nm, v, nout, res) != NB_OK) fail_msg("program %d: %s", id, nb_last_message());
+    for (int i = 0; i < nout; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "program %d output %d (value %d)", id, i, outs[i]);
+        if (!same_bits(v[outs[i]], res[i], what)) {
+            for (int k = 0; k < nin; k++) {
+                char sh[192];
+                fprintf(stderr, "  v%d = input %s %s\n", k, nb_dtype_name(nb_dtype_of(v[k])), shape_str(v[k], sh, sizeof sh));
+            }
+            for (int k = 0; k < nops; k++) describe(&ops[k], nin + k, v);
+            char *dot = nb_compiled_to_dot(c);
+            fprintf(stderr, "%s\n", dot);
+            nb_free_string(dot);
+            fail();
+        }
+    }
+    ps->programs++;
+    ps->ops += nops;
+    ps->outputs += nout;
+    for (int k = 0; k < c->s.nfused; k++) ps->fused_nodes += c->s.fused[k].nmember;
+    ps->kernels += c->s.nfused;
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    nb_scope_end();
+}
+
+static void random_programs_match_eager(void **state) {
+    (void)state;
+    const char *np = getenv("NB_FUSION_PROGRAMS"), *sd = getenv("NB_FUSION_SEED");
+    int n = np ? atoi(np) : getenv("NB_TEST_QUICK") ? 150 : 600;
+    rng_state = sd ? strtoull(sd, NULL, 10) : 0x9E3779B97F4A7C15ULL;
+    nb_manual_seed(7);
+    prog_stats ps = {0};
+    for (int i = 0; i < n; i++) one_program(i, &ps);
+    printf("fusion: %d programs, %d ops, %d outputs, %d fused kernels holding %d ops\n", ps.programs, ps.ops,
+           ps.outputs, ps.kernels, ps.fused_nodes);
+    /* the programs exercise fusion, not only the op-by-op path */
+    assert_true(ps.kernels > n / 2);
+    assert_true(ps.fused_nodes > ps.ops / 4);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(random_programs_match_eager, nbt_setup, nbt_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
