@@ -14,7 +14,6 @@ typedef struct cse_ctx {
     int32_t *table;   /* new-graph node ids, -1 for an empty slot; cap slots (a power of two) */
     uint64_t *hash;   /* the hash of the node in each slot */
     size_t cap;
-    bool *dst_out;    /* new-graph node -> it stands for a graph output (CSE never has more nodes than g) */
 } cse_ctx;
 
 /* ---- hashing ---- */
@@ -122,8 +121,9 @@ static bool mergeable(const nb_gnode *nd) {
     return nd->kind == NB_GNODE_OP && nb__ops[nd->op].kind != NB_KIND_RANDOM;
 }
 
-/* The pass's visit: a mergeable node equal to one in the table stands for it (unless both stand for
- * graph outputs); any other node is kept, and a mergeable one entered in the table. */
+/* The pass's visit: a mergeable node equal to one in the table stands for it (unless both hold
+ * storage of graph outputs: distinct outputs stay distinct tensors); any other node is kept, and a
+ * mergeable one entered in the table. */
 static nb_status cse_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
     cse_ctx *c = rw->ctx;
     size_t slot = 0;
@@ -133,9 +133,8 @@ static nb_status cse_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
         for (slot = (size_t)h & (c->cap - 1); c->table[slot] >= 0; slot = (slot + 1) & (c->cap - 1)) {
             int32_t e = c->table[slot];
             if (c->hash[slot] != h || !node_equal(&rw->dst->nodes[e], nd)) continue;
-            if (rw->is_out[id] && c->dst_out[e]) break; /* two outputs stay two tensors: keep nd */
+            if (rw->out_alias[id] && rw->dst_alias[e]) break; /* two outputs' storage: keep nd */
             for (int j = 0; j < nd->n_out; j++) nb__rw_forward(rw, id, j, (nb_gval){e, j});
-            c->dst_out[e] |= rw->is_out[id];
             rw->st->cse++;
             return NB_OK;
         }
@@ -143,7 +142,6 @@ static nb_status cse_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
     nb_status st = nb__rw_keep(rw, id, nd);
     if (st != NB_OK) return st;
     int32_t nid = rw->dst->n - 1;
-    c->dst_out[nid] = rw->is_out[id];
     if (mergeable(nd) && c->table[slot] < 0) {
         c->table[slot] = nid;
         c->hash[slot] = h;
@@ -158,15 +156,13 @@ nb_status nb__pass_cse(const nb_graph *g, nb_graph **out, int32_t **origin, nb_p
     while (c.cap < 2 * (size_t)g->n) c.cap *= 2; /* load <= 1/2: at most g->n entries */
     c.table = nb__malloc(sizeof *c.table * c.cap);
     c.hash = nb__malloc(sizeof *c.hash * c.cap);
-    c.dst_out = nb__calloc((size_t)(g->n ? g->n : 1), sizeof *c.dst_out);
     nb_status s;
-    if (!c.table || !c.hash || !c.dst_out) s = nb__rw_oom(pass, g, out, origin, st);
+    if (!c.table || !c.hash) s = nb__rw_oom(pass, g, out, origin, st);
     else {
         memset(c.table, 0xff, sizeof *c.table * c.cap);
         s = nb__rw_run(pass, g, cse_visit, &c, out, origin, st);
     }
     nb__free(c.table);
     nb__free(c.hash);
-    nb__free(c.dst_out);
     return s;
 }

@@ -32,7 +32,7 @@ static bool symbolic_attrs(const nb_attrs *a) {
 /* The concrete inputs of nd when it may be folded (see passes.h), into in[]; false otherwise. */
 static bool foldable(const nb_rw *rw, int32_t id, const nb_gnode *nd, nb_tensor **in) {
     if (nd->kind != NB_GNODE_OP || nb__ops[nd->op].kind == NB_KIND_RANDOM || nd->op == NB_OP_TO_DEVICE ||
-        rw->is_out[id] || symbolic_attrs(&nd->attrs))
+        rw->out_alias[id] || symbolic_attrs(&nd->attrs))
         return false;
     int64_t largest = 0;
     for (int i = 0; i < nd->n_in; i++) {

@@ -103,15 +103,26 @@ static bool exact_arith(nb_dtype dt) { return dt != NB_F16 && dt != NB_BF16; }
 
 enum { ANY_LAYOUT = 0, SAME_LAYOUT = 1 };
 
-/* Let node id (nd, one output) stand for value x of the new graph when x has nd's metadata, is not
- * a constant taking an output's place, and (with SAME_LAYOUT, for ops whose result is a fresh
- * row-major tensor) has that layout or nothing depends on it.  True when done. */
+/* Whether x's storage (x, and through view ops what it views) is a constant's or an output's. */
+static bool held(const nb_rw *rw, nb_gval x) {
+    for (;;) {
+        const nb_gnode *n = nb__rw_node(rw, x);
+        if (rw->dst_alias[x.node] || n->kind == NB_GNODE_CONST) return true;
+        if (n->kind != NB_GNODE_OP || nb__ops[n->op].kind != NB_KIND_VIEW) return false;
+        x = n->in[0];
+    }
+}
+
+/* Let node id (nd, one output) stand for value x of the new graph when x has nd's metadata; when
+ * an output holds id's storage, x's storage is no constant's nor another output's (passes.h,
+ * Outputs); and (with SAME_LAYOUT, for ops whose result is a fresh row-major tensor) x has that
+ * layout or nothing depends on it.  True when done. */
 static bool replace(nb_rw *rw, int32_t id, const nb_gnode *nd, nb_gval x, int layout) {
     const simplify_ctx *c = rw->ctx;
     if (nd->n_out != 1 || x.node < 0) return false;
     const nb_gnode *xn = nb__rw_node(rw, x);
     if (!nb__meta_equal(&xn->out[x.out], &nd->out[0])) return false;
-    if (rw->is_out[id] && xn->kind == NB_GNODE_CONST) return false;
+    if (rw->out_alias[id] && held(rw, x)) return false;
     if (layout == SAME_LAYOUT && !c->layout_free[id] && !dense(rw, x)) return false;
     nb__rw_forward(rw, id, 0, x);
     rw->st->simplified++;

@@ -25,18 +25,23 @@
  *    cast / copy or matmul, a reshape or detach of one, a contiguous constant)
  *    or when nothing that depends on the layout reads the replaced value (no
  *    reduction, scatter_add or window op reads it, through views or not, and
- *    it is not a graph output).  Rewrites that keep the view's exact strides
- *    (identity permute, permute of permute, expand to the same shape, detach)
- *    need no such condition.
- *  - Outputs.  An output is never turned into a constant node (folding skips
- *    graph outputs; a simplification does not replace an output by a
- *    constant): the executor hands out a constant's own tensor, so a caller
- *    writing into that output would change the constant for later runs.  CSE
- *    never merges two nodes that are both graph outputs, so distinct outputs
- *    stay distinct tensors.  An output that is a view keeping its input's
- *    strides (detach, identity permute, expand to the same shape) of an input
- *    or param may become that argument itself (the run then returns the
- *    argument's tensor, as nb_compiled_run documents; the view shared its
+ *    it is not a graph output).  The reshape rules (to x's own shape, reshape
+ *    of a reshape) have the same condition: a reshape copies where no view
+ *    exists, so reshape(reshape(x)) can be row-major where reshape(x) is not.
+ *    Rewrites that keep the view's exact strides (identity permute, permute
+ *    of permute, expand to the same shape, detach) need no such condition.
+ *  - Outputs.  The executor hands out a constant's own tensor, and an output
+ *    that is a view shares its base's storage; a caller writing into one
+ *    output must not change a constant for later runs, nor another output.
+ *    So no pass makes an output's storage (the output's tensor, or the one it
+ *    views) a constant's or another output's where it was not before:
+ *    folding skips every node whose storage an output holds; CSE never
+ *    merges two such nodes (distinct outputs stay distinct tensors); a
+ *    simplification does not replace such a node by a value whose storage is
+ *    a constant's or another output's.  An output that was a view keeping its
+ *    input's strides (detach, identity permute, expand to the same shape) of
+ *    an input or param may become that argument itself (the run then returns
+ *    the argument's tensor, as nb_compiled_run documents; the view shared its
  *    storage already); the other rules never make an output an argument, as
  *    an argument's layout is unknown (see Layout).
  *
@@ -59,10 +64,10 @@
  * flag equal those of the value it is replaced by.  The arithmetic rules (and
  * neg of neg) are limited to f32 / f64 and integer / bool results: f16 and
  * bf16 arithmetic runs through float conversions (f16's drops NaN payloads),
- * so x * 1 is not x bit for bit there.  Signaling NaNs are quieted by the arithmetic and not by
- * the simplified graph (as in every compiler that folds x * 1).
- * CONTIGUOUS nodes are never removed: contiguous / clone of a value must stay
- * a copy of it, not an alias.
+ * so x * 1 is not x bit for bit there.  Signaling NaNs are quieted by the
+ * arithmetic and not by the simplified graph (as in every compiler that
+ * folds x * 1).  No rule removes a CONTIGUOUS node: contiguous / clone of a
+ * value must stay a copy of it, not an alias.
  */
 #ifndef NB_PASSES_H
 #define NB_PASSES_H
@@ -99,13 +104,14 @@ nb_status nb__pass_dce(const nb_graph *g, nb_graph **out, int32_t **origin, nb_p
  * output metadata as an earlier one, or a CONST node equal to an earlier one
  * in dtype, shape, weak flag, device, layout and bytes, is replaced by it
  * (st->cse).  Never merged: INPUT and PARAM nodes (distinct names are
- * distinct values), RANDOM ops (each draws afresh), two nodes that are both
- * graph outputs.  Merged-away nodes are left out of the result.
+ * distinct values), RANDOM ops (each draws afresh), two nodes whose storage
+ * graph outputs hold (see Outputs).  Merged-away nodes are left out of the
+ * result.
  */
 nb_status nb__pass_cse(const nb_graph *g, nb_graph **out, int32_t **origin, nb_pass_stats *st);
 /**
  * Constant folding: an OP node whose inputs are all CONST nodes, that is not
- * a RANDOM or TO_DEVICE op nor a graph output, whose outputs and attrs have
+ * a RANDOM or TO_DEVICE op nor holds a graph output's storage, whose outputs and attrs have
  * only concrete dims, and whose every output has at most 65536 elements and
  * no more than its largest input, is computed now by the executor's eager
  * step (the kind's infer on the concrete inputs, then nb__eager_apply under

@@ -96,11 +96,13 @@ int32_t nb__rw_append(nb_rw *rw, const nb_gnode *nd, int32_t origin) {
     if (d->n == rw->origin_cap) {
         int cap = 2 * rw->origin_cap;
         int32_t *o = nb__realloc(rw->origin, sizeof *o * (size_t)cap);
-        if (!o) {
+        if (o) rw->origin = o;
+        bool *a = o ? nb__realloc(rw->dst_alias, sizeof *a * (size_t)cap) : NULL;
+        if (!a) {
             oom(rw);
             return -1;
         }
-        rw->origin = o;
+        rw->dst_alias = a;
         rw->origin_cap = cap;
     }
     nb_gnode c = *nd;
@@ -116,6 +118,7 @@ int32_t nb__rw_append(nb_rw *rw, const nb_gnode *nd, int32_t origin) {
     }
     nb_retain(c.value);
     rw->origin[id] = origin;
+    rw->dst_alias[id] = origin >= 0 && rw->out_alias[origin];
     return id;
 }
 
@@ -145,6 +148,19 @@ static nb_status map_outputs(nb_rw *rw) {
         d->n_outputs = i + 1;
     }
     return NB_OK;
+}
+
+/* a[id] for every node of g: an output, or read by a view op whose result is an output's storage
+ * (ids descending: every reader of a node is decided before the node). */
+static void find_out_alias(const nb_graph *g, bool *a) {
+    memset(a, 0, sizeof *a * (size_t)g->n);
+    for (int i = 0; i < g->n_outputs; i++) a[g->outputs[i].node] = true;
+    for (int id = g->n - 1; id >= 0; id--) {
+        const nb_gnode *nd = &g->nodes[id];
+        if (a[id] && nd->kind == NB_GNODE_OP && nb__ops[nd->op].kind == NB_KIND_VIEW)
+            for (int i = 0; i < nd->n_in; i++)
+                if (nd->in[i].node >= 0) a[nd->in[i].node] = true;
+    }
 }
 
 /* Visit every node of rw->src in id order (inputs mapped first), then map the outputs. */
@@ -177,21 +193,23 @@ nb_status nb__rw_run(const char *pass, const nb_graph *g, nb_rw_visit visit, voi
         return nb__own_end(&fr, pass, nb__error(NB_ERR_STATE, "%s: graph '%s' is still being built", pass, g->name));
     nb_rw rw = {.src = g, .st = st, .ctx = ctx, .pass = pass};
     size_t nslots = (size_t)g->n * NB_MAX_OUTS;
-    bool *is_out = nb__calloc((size_t)(g->n ? g->n : 1), sizeof *is_out);
+    bool *out_alias = nb__malloc(sizeof *out_alias * (size_t)(g->n ? g->n : 1));
     rw.map = nb__malloc(sizeof *rw.map * (nslots ? nslots : 1));
     rw.origin_cap = g->n + 8;
     rw.origin = nb__malloc(sizeof *rw.origin * (size_t)rw.origin_cap);
-    rw.dst = is_out && rw.map && rw.origin ? nb__graph_new(pass, g->name, g->device) : NULL;
+    rw.dst_alias = nb__malloc(sizeof *rw.dst_alias * (size_t)rw.origin_cap);
+    rw.dst = out_alias && rw.map && rw.origin && rw.dst_alias ? nb__graph_new(pass, g->name, g->device) : NULL;
     nb_status s = NB_OK;
     if (!rw.dst) s = oom(&rw);
     if (s == NB_OK) {
         memset(rw.map, 0xff, sizeof *rw.map * nslots); /* {-1, -1}: not mapped */
-        for (int i = 0; i < g->n_outputs; i++) is_out[g->outputs[i].node] = true;
-        rw.is_out = is_out;
+        find_out_alias(g, out_alias);
+        rw.out_alias = out_alias;
         s = walk(&rw, visit);
     }
-    nb__free(is_out);
+    nb__free(out_alias);
     nb__free(rw.map);
+    nb__free(rw.dst_alias);
     if (s != NB_OK) {
         nb_graph_release(rw.dst);
         nb__free(rw.origin);

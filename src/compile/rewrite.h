@@ -33,8 +33,10 @@ struct nb_rw {
     nb_graph *dst;        /* the new graph being built */
     nb_gval *map;         /* nb__slot-indexed over src: the dst value standing for each src value ({-1, -1}: none yet) */
     int32_t *origin;      /* dst node -> src node (-1: created by the pass); origin_cap entries */
+    bool *dst_alias;      /* dst node -> it stands for a src node with out_alias set; origin_cap entries */
     int origin_cap;
-    const bool *is_out;   /* src node -> one of its values is a graph output */
+    const bool *out_alias; /* src node -> a graph output holds its storage: it is an output, or a view
+                              op (VIEW kind) reading it is */
     nb_pass_stats *st;    /* the pass's counts (the walker fills nodes_before / nodes_after) */
     void *ctx;            /* the pass's own state */
     const char *pass;     /* the pass's name, for messages */
@@ -59,18 +61,20 @@ nb_status nb__rw_run(const char *pass, const nb_graph *g, nb_rw_visit visit, voi
 nb_status nb__rw_oom(const char *pass, const nb_graph *g, nb_graph **out, int32_t **origin, nb_pass_stats *st);
 
 /**
- * Append a copy of nd to rw->dst standing for src node `origin` (-1: none):
- * its name is duplicated and its value retained (nd itself stays the
- * caller's).  Returns the new node's id, or -1 with NB_ERR_OOM set (nothing
- * appended).
+ * Append a copy of nd to rw->dst standing for src node `origin` (-1: none;
+ * its dst_alias is origin's out_alias): its name is duplicated and its value
+ * retained (nd itself stays the caller's).  Returns the new node's id, or -1
+ * with NB_ERR_OOM set (nothing appended).
  */
 int32_t nb__rw_append(nb_rw *rw, const nb_gnode *nd, int32_t origin);
 /** Keep src node id as nd (its mapped copy, possibly modified): nb__rw_append, then map every
  *  output j of id to output j of the new node.  NB_OK or NB_ERR_OOM. */
 nb_status nb__rw_keep(nb_rw *rw, int32_t id, const nb_gnode *nd);
-/** Let output `out` of src node id stand for value `to` of rw->dst. */
+/** Let output `out` of src node id stand for value `to` of rw->dst (to's node then shares id's
+ *  out_alias in dst_alias). */
 static inline void nb__rw_forward(nb_rw *rw, int32_t id, int out, nb_gval to) {
     rw->map[nb__slot((nb_gval){id, out})] = to;
+    rw->dst_alias[to.node] |= rw->out_alias[id];
 }
 /** The node of rw->dst holding value v. */
 static inline const nb_gnode *nb__rw_node(const nb_rw *rw, nb_gval v) { return &rw->dst->nodes[v.node]; }
