@@ -281,6 +281,7 @@ static void oom_every_allocation_of_optimize(void **state) {
     assert_int_equal(nb__graph_optimize(g, &r, &o, NULL), NB_OK); /* a clean run afterwards */
     nb_graph_release(r);
     nb__free(o);
+    for (int p = 0; p < NPASSES; p++) nb_graph_release(apply_pass(PASSES[p].fn, g, NULL));
     nb_graph_release(g);
     assert_int_equal(F.live, 0);
     assert_int_equal(nb_set_allocator(NULL, NULL), NB_OK);
@@ -734,6 +735,7 @@ static void large_chain_optimizes_quickly(void **state) {
     nb_tensor *xin = NBT(nb_randn(NB_SHAPE(6), NB_F32));
     same_run(g, r, 1, names, &xin);
     nb_graph_release(r);
+    check_all(g, 1, 1, names, &xin);
     nb_graph_release(g);
 }
 

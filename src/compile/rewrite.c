@@ -213,6 +213,7 @@ nb_status nb__rw_run(const char *pass, const nb_graph *g, nb_rw_visit visit, voi
     if (s != NB_OK) {
         nb_graph_release(rw.dst);
         nb__free(rw.origin);
+        memset(st, 0, sizeof *st);
         return nb__own_end(&fr, pass, s);
     }
     rw.dst->hash = 0;

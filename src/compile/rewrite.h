@@ -49,7 +49,8 @@ struct nb_rw {
  * (zeroed first; nodes_before / nodes_after here, the rest by the visit) when
  * st is not NULL, *out, and *origin when origin is not NULL (see passes.h).
  * Errors: NB_ERR_NULL, NB_ERR_STATE (g being built), NB_ERR_OOM, or the
- * visit's; then nothing is left allocated and *out / *origin are NULL.  Runs
+ * visit's; then nothing is left allocated, *out / *origin are NULL and *st
+ * is zeroed.  Runs
  * inside its own error frame (a caller's pending error survives success).
  */
 nb_status nb__rw_run(const char *pass, const nb_graph *g, nb_rw_visit visit, void *ctx, nb_graph **out,
