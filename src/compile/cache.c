@@ -41,22 +41,37 @@ void nb_compiled_release(nb_compiled *c) {
     nb__schedule_free(&c->s);
     nb__run_cache_free(&c->run);
     nb_graph_release(c->g);
+    nb_graph_release(c->src);
+    nb__free(c->param_src);
     nb__free(c);
 }
 
-nb_graph *nb_compiled_graph(const nb_compiled *c) { return c ? c->g : NULL; }
+nb_graph *nb_compiled_graph(const nb_compiled *c) { return c ? c->src : NULL; }
 
-static nb_compiled *plan_new(nb_graph *g, nb_device dev) {
+/* A plan of src running g (both retained); which node of src each PARAM of g stands for (they
+ * keep their names through the passes). */
+static nb_compiled *plan_new(nb_graph *src, nb_graph *g, nb_device dev) {
     nb_compiled *c = nb__calloc(1, sizeof *c);
+    if (c && !(c->param_src = nb__malloc(sizeof(int32_t) * (size_t)(g->n ? g->n : 1)))) {
+        nb__free(c);
+        c = NULL;
+    }
     if (!c) {
-        nb__error(NB_ERR_OOM, "graph_compile: out of memory compiling graph '%s'", g->name);
+        nb__error(NB_ERR_OOM, "graph_compile: out of memory compiling graph '%s'", src->name);
         return NULL;
     }
     atomic_init(&c->refs, 1);
     atomic_init(&c->run.busy, false);
-    nb__graph_retain(g);
-    c->g = g;
+    c->src = nb_graph_retain(src);
+    c->g = nb_graph_retain(g);
     c->dev = dev;
+    for (int id = 0; id < g->n; id++) {
+        c->param_src[id] = -1;
+        if (g->nodes[id].kind != NB_GNODE_PARAM) continue;
+        for (int j = 0; j < src->n && c->param_src[id] < 0; j++)
+            if (src->nodes[j].kind == NB_GNODE_PARAM && !strcmp(src->nodes[j].name, g->nodes[id].name))
+                c->param_src[id] = j;
+    }
     return c;
 }
 
@@ -138,24 +153,31 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
     uint64_t h = nb__graph_hash(g);
     for (size_t i = 0; i < tl_cache.n; i++) {
         cache_entry *e = &tl_cache.e[i];
-        if (e->hash != h || !nb__same_device(e->c->dev, dev) || !nb__graph_equal(e->c->g, g)) continue;
+        if (e->hash != h || !nb__same_device(e->c->dev, dev) || !nb__graph_equal(e->c->src, g)) continue;
         tl_cache.hits++;
         e->used = ++tl_cache.tick;
-        if (e->c->g == g) return nb_compiled_retain(e->c);
-        /* an equal graph of its own (its params may be other tensors): the same schedule on g */
-        nb_compiled *c = plan_new(g, dev);
-        if (c && nb__schedule_copy(&c->s, &e->c->s, g->n) != NB_OK) {
+        if (e->c->src == g) return nb_compiled_retain(e->c);
+        /* an equal graph of its own (its params may be other tensors): the same optimized graph
+         * and schedule, with g's params as the defaults */
+        nb_compiled *c = plan_new(g, e->c->g, dev);
+        if (c && nb__schedule_copy(&c->s, &e->c->s, e->c->g->n) != NB_OK) {
             nb_compiled_release(c);
             return NULL;
         }
+        if (c) c->passes = e->c->passes;
         return c;
     }
     tl_cache.misses++;
     if (!values_on(g, dev)) return NULL;
-    nb_compiled *c = plan_new(g, dev);
+    nb_graph *opt = NULL;
+    nb_pass_stats ps;
+    if (nb__graph_optimize(g, &opt, NULL, &ps) != NB_OK) return NULL;
+    nb_compiled *c = plan_new(g, opt, dev);
+    nb_graph_release(opt);
     if (!c) return NULL;
+    c->passes = ps;
     const nb_backend *be = nb_backend_for(dev);
-    if (nb__schedule_build(g, be->fused && nb__env_fuse(), &c->s) != NB_OK) {
+    if (nb__schedule_build(c->g, be->fused && nb__env_fuse(), &c->s) != NB_OK) {
         nb_compiled_release(c);
         return NULL;
     }

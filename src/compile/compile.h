@@ -9,6 +9,7 @@
 
 #include "../graph/graph.h"
 #include "../backend/fused.h"
+#include "passes.h"
 
 /** The slot of value v in a run's value table. */
 static inline int32_t nb__slot(nb_gval v) { return v.node * NB_MAX_OUTS + v.out; }
@@ -107,7 +108,11 @@ void nb__run_cache_free(nb_run_cache *c);
 
 struct nb_compiled {
     atomic_int refs;
-    nb_graph *g;       /* retained */
+    nb_graph *src;     /* the graph compiled (retained): its params are the defaults */
+    nb_graph *g;       /* what runs: src optimized (passes.h; retained, may be shared by the plans
+                          of graphs equal to src) */
+    int32_t *param_src; /* per node of g: the node of src a PARAM stands for, else -1 */
+    nb_pass_stats passes;
     nb_device dev;
     nb_schedule s;
     nb_run_cache run;

@@ -87,12 +87,19 @@ nb_status nb__rw_oom(const char *pass, const nb_graph *g, nb_graph **out, int32_
 
 /* NB_ERR_OOM naming the pass and the graph (kept behind an error already recorded by the failing
  * call). */
+/* Is input i of source node origin absent (an optional input), so unmapped legitimately? */
+static bool g_absent(const nb_rw *rw, int32_t origin, int i) {
+    return origin >= 0 && rw->src->nodes[origin].in[i].node < 0;
+}
+
 static nb_status oom(const nb_rw *rw) {
     return nb__error(NB_ERR_OOM, "%s: out of memory optimizing graph '%s'", rw->pass, rw->src->name);
 }
 
 int32_t nb__rw_append(nb_rw *rw, const nb_gnode *nd, int32_t origin) {
     nb_graph *d = rw->dst;
+    for (int i = 0; i < nd->n_in; i++) /* absent optional inputs are {-1, -1} in the source too */
+        NB_ASSERT(nd->in[i].node >= 0 || g_absent(rw, origin, i)); /* a pass dropped a value a kept node reads */
     if (d->n == rw->origin_cap) {
         int cap = 2 * rw->origin_cap;
         int32_t *o = nb__realloc(rw->origin, sizeof *o * (size_t)cap);
@@ -168,11 +175,8 @@ static nb_status walk(nb_rw *rw, nb_rw_visit visit) {
     const nb_graph *g = rw->src;
     for (int32_t id = 0; id < g->n; id++) {
         nb_gnode nd = g->nodes[id];
-        for (int i = 0; i < nd.n_in; i++) {
-            if (nd.in[i].node < 0) continue; /* an absent optional input */
-            nd.in[i] = rw->map[nb__slot(nd.in[i])];
-            NB_ASSERT(nd.in[i].node >= 0); /* a pass dropped a value a later node reads */
-        }
+        for (int i = 0; i < nd.n_in; i++) /* (unmapped: dropped by DCE, as the node reading it) */
+            if (nd.in[i].node >= 0) nd.in[i] = rw->map[nb__slot(nd.in[i])];
         nb_status st = visit(rw, id, &nd);
         if (st != NB_OK) return st;
     }

@@ -84,7 +84,8 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
         if (nd->kind == NB_GNODE_OP || *s) continue;
         if (nd->kind == NB_GNODE_INPUT)
             return nb__error(NB_ERR_ARG, "%s: graph '%s' needs input '%s', which is not given", OP, g->name, nd->name);
-        *s = nb_retain(nd->value);
+        /* a param defaults to the tensor the compiled graph binds it to (an equal graph's plan shares g) */
+        *s = nb_retain(c->param_src[id] >= 0 ? c->src->nodes[c->param_src[id]].value : nd->value);
     }
     return NB_OK;
 }
