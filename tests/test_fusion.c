@@ -277,6 +277,7 @@ static nb_tensor *random_input(const int64_t *base, int nd, bool f64) {
 
 typedef struct prog_stats {
     int programs, ops, kernels, fused_nodes, outputs;
+    int64_t planned_bytes, arena_bytes;
 } prog_stats;
 
 /* Build, run and compare one random program. */
@@ -353,6 +354,11 @@ static void one_program(int id, prog_stats *ps) {
             fail();
         }
     }
+    /* the memory plan of that run: no two values live at once overlap */
+    char why[256];
+    if (!nb__mplan_check(&c->run.mem, c->g->n * NB_MAX_OUTS, why, sizeof why)) fail_msg("program %d: %s", id, why);
+    ps->planned_bytes += c->run.mem.intermediates;
+    ps->arena_bytes += c->run.mem.arena;
     ps->programs++;
     ps->ops += nops;
     ps->outputs += nout;
@@ -371,8 +377,9 @@ static void random_programs_match_eager(void **state) {
     nb_manual_seed(7);
     prog_stats ps = {0};
     for (int i = 0; i < n; i++) one_program(i, &ps);
-    printf("fusion: %d programs, %d ops, %d outputs, %d fused kernels holding %d ops\n", ps.programs, ps.ops,
-           ps.outputs, ps.kernels, ps.fused_nodes);
+    printf("fusion: %d programs, %d ops, %d outputs, %d fused kernels holding %d ops; arenas %lld bytes for %lld "
+           "planned\n", ps.programs, ps.ops, ps.outputs, ps.kernels, ps.fused_nodes, (long long)ps.arena_bytes,
+           (long long)ps.planned_bytes);
     /* the programs exercise fusion, not only the op-by-op path */
     assert_true(ps.kernels > n / 2);
     assert_true(ps.fused_nodes > ps.ops / 4);

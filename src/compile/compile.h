@@ -84,6 +84,30 @@ nb_status nb__schedule_copy(nb_schedule *dst, const nb_schedule *src, int gn);
 void nb__schedule_free(nb_schedule *s);
 
 /**
+ * A memory plan (plan.c): where the intermediates of a run under one binding live in one
+ * arena.  Per value slot: offset (-1: not planned, it gets a buffer of its own), and for
+ * planned ones the buffer it shares (values computed in place share one), its size and the
+ * steps it is live (start .. end).
+ */
+typedef struct nb_mplan {
+    int nbuf;
+    int64_t *offset;
+    int32_t *buf, *start, *end;
+    int64_t *size;
+    int64_t arena;         /* bytes of the arena */
+    int64_t intermediates; /* the planned values' bytes added up */
+    int64_t live_peak;     /* the most bytes live at one step: the arena's lower bound */
+} nb_mplan;
+
+/** The memory plan of c's schedule with the symbolic dims bound by bind.  NB_OK, NB_ERR_OOM,
+ *  NB_ERR_OVERFLOW. */
+nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_mplan *p);
+void nb__mplan_free(nb_mplan *p);
+/** True when no two planned values live at the same step overlap in the arena, every one is
+ *  64-byte aligned and inside it; else false with the first clash described in why. */
+bool nb__mplan_check(const nb_mplan *p, int nslots, char *why, size_t n);
+
+/**
  * What a run needs besides the plan, kept in the plan for the next run: the
  * value table (all NULL between runs) and, after a run that succeeded, each
  * step's concrete attrs and output metadata under that run's dim binding.
@@ -101,6 +125,8 @@ typedef struct nb_run_cache {
     nb_tensor **slot;   /* nb__slot-indexed values */
     nb_attrs *attrs;    /* per step */
     nb_meta *meta;      /* per step, NB_MAX_OUTS each */
+    nb_mplan mem;       /* the memory plan under bind (valid with the rest) */
+    nb_storage *arena;  /* its arena, kept between runs */
 } nb_run_cache;
 
 /** Free c's arrays (a run cache not in use). */

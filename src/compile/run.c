@@ -147,56 +147,88 @@ static nb_tensor *domain_view(nb_tensor *t, const int64_t *dom, int nd, int nred
     return r;
 }
 
+/* One run: its plan, value table, binding, memory plan and arena (NULL: unplanned), and
+ * whether fused kernels run node by node (a weak-scalar argument may change dtypes). */
+typedef struct run_env {
+    const nb_compiled *c;
+    nb_tensor **slot;
+    const nb_dim_binding *bind;
+    const nb_mplan *mem;
+    nb_storage *arena;
+    bool nofuse;
+} run_env;
+
+/* Where value slot s of the run goes: its arena place, or NULL (a buffer of its own). */
+static bool planned(const run_env *e, int32_t s) { return e->arena && e->mem->offset[s] >= 0; }
+
 /* Run kernel f with the backend's fused entry: NB_OK with its outputs in their slots,
  * NB_ERR_UNSUPPORTED when the backend cannot take this call (nothing written), or an error. */
-static nb_status run_fused(const nb_compiled *c, const nb_fstep *f, nb_tensor **slot, const nb_dim_binding *bind) {
+static nb_status run_fused(const run_env *e, const nb_fstep *f) {
+    const nb_compiled *c = e->c;
     const nb_backend *be = nb_backend_for(c->dev);
     if (!be || !be->fused) return NB_ERR_UNSUPPORTED;
     int64_t dom[NB_MAX_DIMS];
     for (int d = 0; d < f->nd; d++)
-        if ((dom[d] = nb__dim_sym(f->dom[d]) ? nb__dim_eval(OP, f->dom[d], bind) : f->dom[d]) == INT64_MIN)
+        if ((dom[d] = nb__dim_sym(f->dom[d]) ? nb__dim_eval(OP, f->dom[d], e->bind) : f->dom[d]) == INT64_MIN)
             return nb_last_status();
     nb_tensor *in[NB_FK_MAX_IO] = {0}, *out[NB_FK_MAX_IO] = {0}, *outv[NB_FK_MAX_IO] = {0};
     nb_status st = NB_OK;
     for (int j = 0; j < f->k.nin && st == NB_OK; j++)
-        if (!(in[j] = domain_view(slot[f->load_slot[j]], dom, f->nd, f->k.nred, f->load_outer[j]))) st = nb_last_status();
+        if (!(in[j] = domain_view(e->slot[f->load_slot[j]], dom, f->nd, f->k.nred, f->load_outer[j])))
+            st = nb_last_status();
     for (int o = 0; o < f->k.nout && st == NB_OK; o++) {
         nb_meta m = c->g->nodes[f->out_slot[o] / NB_MAX_OUTS].out[0];
         for (int d = 0; d < m.ndim && st == NB_OK; d++)
-            if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], bind)) == INT64_MIN)
+            if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], e->bind)) == INT64_MIN)
                 st = nb_last_status();
+        if (st == NB_OK && planned(e, f->out_slot[o])) nb__meta_redirect(e->arena, (size_t)e->mem->offset[f->out_slot[o]], &m);
         if (st == NB_OK && !(out[o] = nb__meta_new(&m, c->dev))) st = nb_last_status();
+        nb__meta_redirect(NULL, 0, NULL);
         if (st == NB_OK && !(outv[o] = domain_view(out[o], dom, f->nd, f->k.nred, f->out_outer[o]))) st = nb_last_status();
     }
     if (st == NB_OK) st = be->fused(&f->k, dom, f->nd, in, outv);
     for (int j = 0; j < f->k.nin; j++) nb_release(in[j]);
     for (int o = 0; o < f->k.nout; o++) {
         nb_release(outv[o]);
-        if (st == NB_OK) slot[f->out_slot[o]] = out[o];
+        if (st == NB_OK) e->slot[f->out_slot[o]] = out[o];
         else nb_release(out[o]);
     }
     return st;
 }
 
-/* Kernel f: fused, or (the backend cannot, or `nofuse`) its nodes one by one, whose values
+/* Op node id: run_step with its result in its arena place when planned. */
+static nb_status run_node(const run_env *e, int32_t id, bool reuse, nb_attrs *a, nb_meta *meta) {
+    int32_t s = nb__slot((nb_gval){id, 0});
+    if (!planned(e, s)) return run_step(e->c->g, id, e->slot, e->bind, reuse, a, meta);
+    /* the graph's meta with dims evaluated: what the step's infer gives */
+    nb_meta m = e->c->g->nodes[id].out[0];
+    for (int d = 0; d < m.ndim; d++)
+        if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], e->bind)) == INT64_MIN)
+            return nb_last_status();
+    nb__meta_redirect(e->arena, (size_t)e->mem->offset[s], &m);
+    nb_status st = run_step(e->c->g, id, e->slot, e->bind, reuse, a, meta);
+    nb__meta_redirect(NULL, 0, NULL);
+    return st;
+}
+
+/* Kernel f: fused, or (the backend cannot, or nofuse) its nodes one by one, whose values
  * other than the kernel's outputs are then dropped. */
-static nb_status run_kernel(const nb_compiled *c, const nb_fstep *f, nb_tensor **slot, const nb_dim_binding *bind,
-                            bool nofuse) {
-    nb_status st = nofuse ? NB_ERR_UNSUPPORTED : run_fused(c, f, slot, bind);
+static nb_status run_kernel(const run_env *e, const nb_fstep *f) {
+    nb_status st = e->nofuse ? NB_ERR_UNSUPPORTED : run_fused(e, f);
     if (st != NB_ERR_UNSUPPORTED) return st;
     st = NB_OK;
     for (int i = 0; i < f->nmember && st == NB_OK; i++) {
         nb_attrs a;
         nb_meta meta[NB_MAX_OUTS];
-        st = run_step(c->g, f->member[i], slot, bind, false, &a, meta);
+        st = run_step(e->c->g, f->member[i], e->slot, e->bind, false, &a, meta);
     }
     for (int i = 0; i < f->nmember; i++) {
         int32_t s = nb__slot((nb_gval){f->member[i], 0});
         bool out = false;
         for (int o = 0; o < f->k.nout; o++) out |= f->out_slot[o] == s;
         if (!out || st != NB_OK) {
-            nb_release(slot[s]);
-            slot[s] = NULL;
+            nb_release(e->slot[s]);
+            e->slot[s] = NULL;
         }
     }
     return st;
@@ -210,24 +242,22 @@ static nb_status eager_interp_apply(nb_interp *self, nb_op op, nb_tensor *const 
 }
 
 /* Run the schedule; with `rc` (the plan's cache in hand) its attrs and metas are reused when `reuse`,
- * else stored.  `nofuse`: kernels run node by node (a weak-scalar argument may change dtypes). */
-static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_dim_binding *bind, nb_run_cache *rc,
-                              bool reuse, bool nofuse) {
+ * else stored. */
+static nb_status run_schedule(const run_env *e, nb_run_cache *rc, bool reuse) {
     nb_interp eager = {.name = "compiled", .apply = eager_interp_apply};
     nb__interp_push(&eager);
     nb_no_grad_begin();
     nb_status st = NB_OK;
-    const nb_schedule *s = &c->s;
+    const nb_schedule *s = &e->c->s;
     for (int k = 0; k < s->n && st == NB_OK; k++) {
         nb_attrs a;
         nb_meta meta[NB_MAX_OUTS];
         const nb_fstep *f = nb__step_kernel(s, k);
-        st = f ? run_kernel(c, f, slot, bind, nofuse)
-               : run_step(c->g, s->node[k], slot, bind, reuse, rc ? &rc->attrs[k] : &a,
-                          rc ? &rc->meta[k * NB_MAX_OUTS] : meta);
+        st = f ? run_kernel(e, f)
+               : run_node(e, s->node[k], reuse, rc ? &rc->attrs[k] : &a, rc ? &rc->meta[k * NB_MAX_OUTS] : meta);
         for (int fr = s->free_start[k]; st == NB_OK && fr < s->free_start[k + 1]; fr++) {
-            nb_release(slot[s->free_slot[fr]]);
-            slot[s->free_slot[fr]] = NULL;
+            nb_release(e->slot[s->free_slot[fr]]);
+            e->slot[s->free_slot[fr]] = NULL;
         }
     }
     nb_no_grad_end();
@@ -235,7 +265,28 @@ static nb_status run_schedule(const nb_compiled *c, nb_tensor **slot, const nb_d
     return st;
 }
 
+/* rc's arena for its memory plan: the one kept from the last run when it is big enough and
+ * nothing holds it any more, else a new one.  NULL (no error kept) when memory is short: the run
+ * then allocates each value on its own. */
+static nb_storage *arena_for(nb_run_cache *rc, nb_device dev) {
+    size_t need = (size_t)rc->mem.arena;
+    if (rc->arena && (rc->arena->nbytes < need || atomic_load(&rc->arena->refs) != 1)) {
+        nb__storage_release(rc->arena);
+        rc->arena = NULL;
+    }
+    if (!rc->arena && need) {
+        nb__error_frame fr;
+        nb__own_begin(&fr);
+        rc->arena = nb__storage_new(need, dev);
+        nb__own_end(&fr, OP, NB_OK); /* a missing arena only costs the plan */
+    }
+    return rc->arena;
+}
+
 void nb__run_cache_free(nb_run_cache *rc) {
+    nb__mplan_free(&rc->mem);
+    if (rc->arena) nb__storage_release(rc->arena);
+    rc->arena = NULL;
     nb__free(rc->slot);
     nb__free(rc->attrs);
     nb__free(rc->meta);
@@ -294,8 +345,17 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
         bool weak = false; /* a weak scalar argument may promote otherwise: no reuse */
         for (int i = 0; i < n; i++) weak |= values[i]->weak;
         bool reuse = rc && rc->valid && !weak && same_binding(&rc->bind, &bind);
-        if (rc && !reuse) rc->valid = false; /* overwritten from here on */
-        st = run_schedule(c, slot, &bind, rc, reuse, weak);
+        if (rc && !reuse) { /* overwritten from here on */
+            rc->valid = false;
+            nb__mplan_free(&rc->mem);
+            if (!weak) st = nb__mplan_build(c, &bind, &rc->mem);
+        }
+        run_env e = {.c = c, .slot = slot, .bind = &bind, .nofuse = weak};
+        if (rc && !weak && st == NB_OK) {
+            e.mem = &rc->mem;
+            e.arena = arena_for(rc, c->dev);
+        }
+        if (st == NB_OK) st = run_schedule(&e, rc, reuse);
         if (rc && st == NB_OK && !weak) {
             rc->valid = true;
             rc->bind = bind;

@@ -29,7 +29,30 @@ void nb__meta_of(nb_meta *m, const nb_tensor *t) {
     memcpy(m->shape, t->shape, sizeof m->shape); /* the whole array: a fixed-size copy, no call */
 }
 
+/* The place the next result of a matching meta goes (nb__meta_redirect); s NULL: none. */
+static _Thread_local struct {
+    nb_storage *s;
+    size_t off;
+    const nb_meta *m;
+} tl_dest __attribute__((tls_model("initial-exec")));
+
+void nb__meta_redirect(nb_storage *s, size_t byte_offset, const nb_meta *m) {
+    tl_dest.s = s;
+    tl_dest.off = byte_offset;
+    tl_dest.m = m;
+}
+
 nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev) {
+    if (__builtin_expect(tl_dest.s != NULL, 0) && m->dtype == tl_dest.m->dtype && m->ndim == tl_dest.m->ndim &&
+        !memcmp(m->shape, tl_dest.m->shape, sizeof(int64_t) * (size_t)m->ndim)) {
+        int64_t st[NB_MAX_DIMS];
+        nb__contiguous_strides(m->shape, m->ndim, st);
+        nb_tensor *t = nb__tensor_view_of(tl_dest.s, m->shape, st, m->ndim,
+                                          (int64_t)(tl_dest.off / nb_dtype_size(m->dtype)), m->dtype);
+        tl_dest.s = NULL;
+        if (t) t->weak = m->weak;
+        return t;
+    }
     nb_tensor *t = nb__tensor_new(m->shape, m->ndim, m->dtype, dev);
     if (t) t->weak = m->weak;
     return t;

@@ -140,6 +140,10 @@ nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs 
                           int nout, nb_tensor **out);
 /** A fresh concrete tensor for meta on dev (contiguous, uninitialized). Unscoped. */
 nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev);
+/** Make the next nb__meta_new on this thread for a result of meta m (dtype and shape equal) a
+ *  contiguous view of s at byte_offset (a memory plan's arena, src/compile/plan.c) instead of a
+ *  fresh buffer; s NULL cancels.  One result, then the redirect is gone. */
+void nb__meta_redirect(nb_storage *s, size_t byte_offset, const nb_meta *m);
 /** meta from a tensor's dtype and shape (weak flag included). */
 void nb__meta_of(nb_meta *m, const nb_tensor *t);
 
