@@ -1517,11 +1517,69 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
  */
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs);
+/**
+ * nb_compiled_run writing outputs into tensors the caller already has
+ * (NumPy's `out=`; JAX's buffer donation): outputs[i] non-NULL on entry is a
+ * tensor of output i's dtype and shape (as the run binds them) on c's
+ * device, and output i's values are written into it (it keeps its own
+ * reference; nothing new is returned in that entry); outputs[i] NULL on entry
+ * receives a new tensor as nb_compiled_run gives.  A destination may be an
+ * argument of the same run — the updated weights of a training step written
+ * over the weights: the run computes the value straight into it when nothing
+ * after that reads the old contents (an elementwise update in place), else
+ * computes it apart and copies it in after the last step.  At most 96
+ * outputs.  Errors as nb_compiled_run, plus, naming the output:
+ * NB_ERR_DTYPE, NB_ERR_SHAPE, NB_ERR_DEVICE (a destination that does not
+ * match), NB_ERR_STATE (a destination that requires grad while recording:
+ * run under nb_no_grad_begin), NB_ERR_ARG (two destinations sharing memory).
+ * Destinations are checked before anything runs; an error while the steps
+ * run (out of memory) may leave a destination written in place partly
+ * updated.
+ */
+nb_status nb_compiled_run_into(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
+                               nb_tensor **outputs);
 /** The graph c was compiled from (borrowed). */
 nb_graph *nb_compiled_graph(const nb_compiled *c);
 /** DOT text of the compiled plan (the schedule of kernels after compilation); free with nb_free_string.
  *  NULL with NB_ERR_NULL (c NULL) or NB_ERR_OOM. */
 char *nb_compiled_to_dot(const nb_compiled *c);
+/**
+ * What nb_graph_compile made of a graph.  The compiler first rewrites the
+ * graph with exact optimizations (dead-code elimination, common-subexpression
+ * elimination, constant folding, algebraic identities such as x*1 -> x; none
+ * changes a result bit), then fuses chains of elementwise ops and their
+ * reductions over trailing axes (softmax, layer_norm and log-sum-exp rows,
+ * the terms of a loss) into kernels that read and write memory once, and
+ * plans where the intermediates of a run live in one arena (buffers reused
+ * once their values are dead, elementwise results written over dead inputs
+ * in place).  A fused plan's results equal the ops run one by one bit for
+ * bit (a NaN's sign and payload aside: IEEE 754 leaves open which operand's
+ * NaN an op returns).
+ */
+typedef struct nb_compiled_stats {
+    int graph_ops;        /**< op nodes of the graph compiled */
+    int merged, folded, simplified, dead; /**< what the optimization passes did (nodes) */
+    int ops;              /**< op nodes the plan computes */
+    int steps;            /**< steps a run executes: fused kernels and the ops that run alone */
+    int kernels;          /**< fused kernels among them */
+    int fused_ops;        /**< ops inside the fused kernels */
+    int missed;           /**< ops of a fusible kind that run alone (nb_compiled_report says why) */
+    int64_t intermediate_bytes; /**< memory plan of the last run (0 before one): the intermediates' sizes added up */
+    int64_t live_bytes;   /**< the most intermediate bytes alive at one step: the arena's lower bound */
+    int64_t arena_bytes;  /**< the arena those intermediates were placed in */
+} nb_compiled_stats;
+/** c's numbers into *st (the memory ones from its last run; read them when no run of c is in
+ *  progress).  Errors: NB_ERR_NULL. */
+nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st);
+/**
+ * The compile report of c as text: the passes' counts, each fused kernel with
+ * its domain (dims symbolic where the graph's are) and ops, each missed fusion
+ * with its reason (a dtype fused kernels do not compute, a reduction over
+ * leading axes, ...), and the memory plan of the last run (sum of the
+ * intermediates, the liveness lower bound, the arena).  Free it with
+ * nb_free_string.  NULL with NB_ERR_NULL or NB_ERR_OOM.
+ */
+char *nb_compiled_report(const nb_compiled *c);
 /** Retain / release a compiled plan (NULL is a no-op). */
 nb_compiled *nb_compiled_retain(nb_compiled *c);
 void nb_compiled_release(nb_compiled *c);

@@ -156,5 +156,7 @@ cli_step *cli_step_new(nb_module *net, const char *model, const cli_geom *geom, 
  *  parameters in place; *loss gets the batch's mean loss, *hits its correct predictions. */
 nb_status cli_step_run(cli_step *s, nb_tensor *x, nb_tensor *y, double lr, double *loss, int64_t *hits);
 void cli_step_free(cli_step *s);
+/** The compiled plan of the step (borrowed). */
+nb_compiled *cli_step_plan(cli_step *s);
 
 #endif

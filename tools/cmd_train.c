@@ -17,7 +17,7 @@ typedef struct train_cfg {
     const char *model, *optimizer, *schedule, *data, *save, *metrics;
     int64_t epochs, batch, seed, threads, limit, warmup;
     double lr, momentum, weight_decay, clip;
-    bool json, compiled;
+    bool json, compiled, report;
 } train_cfg;
 
 typedef struct run {
@@ -64,6 +64,7 @@ static int parse(int argc, char **argv, train_cfg *c, bool *help) {
         {"--metrics", OPT_STRING, &c->metrics, "write epoch,loss,train_accuracy,test_accuracy,seconds rows (CSV) and a PNG chart", 0, 0},
         {"--json", OPT_FLAG, &c->json, "print one final JSON line on stdout (progress goes to stderr)", 0, 0},
         {"--compiled", OPT_FLAG, &c->compiled, "trace the whole step (forward, loss, gradients, update) once and run it compiled", 0, 0},
+        {"--report", OPT_FLAG, &c->report, "with --compiled: print what the compiler made of the step (fused kernels, memory plan)", 0, 0},
     };
     int rc = cli_parse(CMD, USAGE, argc, argv, opts, (int)(sizeof opts / sizeof *opts), help);
     if (rc != CLI_OK || *help) return rc;
@@ -241,6 +242,11 @@ static int setup(run *r) {
 }
 
 static void teardown(run *r) {
+    if (r->compiled && r->cfg->report) {
+        char *rep = nb_compiled_report(cli_step_plan(r->compiled));
+        if (rep) fprintf(r->log, "%s", rep);
+        nb_free_string(rep);
+    }
     cli_step_free(r->compiled);
     nb_optim_free(r->opt);
     for (int i = 0; r->params && i < r->nparams; i++) nb_release(r->params[i]);

@@ -3,8 +3,8 @@
  * (input normalization, forward, cross-entropy, graph gradients, gradient
  * clipping and the SGD / Adam / AdamW update) traced once into one graph
  * with a symbolic batch dim, compiled once, and run at every step; the new
- * parameters and optimizer state it returns are copied back into the
- * model's tensors so evaluation and checkpoints see them.
+ * parameters and optimizer state are written into the model's tensors
+ * (nb_compiled_run_into), so evaluation and checkpoints see them.
  */
 #include "cli.h"
 
@@ -155,23 +155,26 @@ nb_status cli_step_run(cli_step *s, nb_tensor *x, nb_tensor *y, double lr, doubl
         names[2 + i] = COEF_NAMES[i];
         vals[2 + i] = nb_scalar(k[i], NB_F32);
     }
+    /* the new parameters and state go straight into the tensors the graph's params read */
     int nout = 2 + s->n * (1 + s->nstate);
-    nb_status st = nb_compiled_run(s->c, 2 + NCOEF, names, vals, nout, s->outs);
+    s->outs[0] = s->outs[1] = NULL;
+    for (int i = 0; i < s->n; i++) {
+        nb_tensor **o = s->outs + 2 + i * (1 + s->nstate);
+        o[0] = s->params[i];
+        for (int j = 0; j < s->nstate; j++) o[1 + j] = s->state[i * s->nstate + j];
+    }
+    nb_no_grad_begin();
+    nb_status st = nb_compiled_run_into(s->c, 2 + NCOEF, names, vals, nout, s->outs);
+    nb_no_grad_end();
     double h = 0;
     if (st == NB_OK) st = nb_item(s->outs[0], loss);
     if (st == NB_OK) st = nb_item(s->outs[1], &h);
     *hits = (int64_t)h;
-    /* write back: the graph's params read these tensors at the next run */
-    nb_no_grad_begin();
-    for (int i = 0; i < s->n && st == NB_OK; i++) {
-        nb_tensor *const *o = s->outs + 2 + i * (1 + s->nstate);
-        st = nb_copy_(s->params[i], o[0]);
-        for (int j = 0; j < s->nstate && st == NB_OK; j++) st = nb_copy_(s->state[i * s->nstate + j], o[1 + j]);
-    }
-    nb_no_grad_end();
     nb_scope_end();
     return st;
 }
+
+nb_compiled *cli_step_plan(cli_step *s) { return s->c; }
 
 void cli_step_free(cli_step *s) {
     if (!s) return;

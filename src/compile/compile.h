@@ -93,6 +93,8 @@ typedef struct nb_mplan {
     int nbuf;
     int64_t *offset;
     int32_t *buf, *start, *end;
+    int32_t *root;         /* per slot: the value whose storage it shares (views, copies), itself
+                              else; end[root] is the last step reading the root or any alias */
     int64_t *size;
     int64_t arena;         /* bytes of the arena */
     int64_t intermediates; /* the planned values' bytes added up */

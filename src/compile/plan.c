@@ -25,6 +25,7 @@
 #include <string.h>
 
 void nb__mplan_free(nb_mplan *p) {
+    nb__free(p->root);
     nb__free(p->offset);
     nb__free(p->buf);
     nb__free(p->start);
@@ -120,7 +121,7 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
     p->start = nb__malloc(sizeof(int32_t) * ns);
     p->end = nb__malloc(sizeof(int32_t) * ns);
     p->size = nb__malloc(sizeof(int64_t) * ns);
-    int32_t *root = nb__malloc(sizeof(int32_t) * ns), *parent = nb__malloc(sizeof(int32_t) * ns);
+    int32_t *root = p->root = nb__malloc(sizeof(int32_t) * ns), *parent = nb__malloc(sizeof(int32_t) * ns);
     int32_t *order = nb__malloc(sizeof(int32_t) * ns);
     bool *planned = nb__calloc(ns, sizeof(bool)), *escapes = nb__calloc(ns, sizeof(bool));
     nb_status st = NB_OK;
@@ -250,7 +251,6 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
     nb__free(bstart);
     nb__free(bend);
 done:
-    nb__free(root);
     nb__free(parent);
     nb__free(order);
     nb__free(planned);

@@ -156,7 +156,17 @@ typedef struct run_env {
     const nb_mplan *mem;
     nb_storage *arena;
     bool nofuse;
+    int ndirect;                       /* outputs a kernel writes straight into a destination */
+    int32_t direct_slot[NB_FK_MAX_IO * 4];
+    nb_tensor *direct[NB_FK_MAX_IO * 4];
 } run_env;
+
+/* The destination kernel output slot s is written into directly, NULL when none. */
+static nb_tensor *direct_dest(const run_env *e, int32_t s) {
+    for (int i = 0; i < e->ndirect; i++)
+        if (e->direct_slot[i] == s) return e->direct[i];
+    return NULL;
+}
 
 /* Where value slot s of the run goes: its arena place, or NULL (a buffer of its own). */
 static bool planned(const run_env *e, int32_t s) { return e->arena && e->mem->offset[s] >= 0; }
@@ -181,8 +191,11 @@ static nb_status run_fused(const run_env *e, const nb_fstep *f) {
         for (int d = 0; d < m.ndim && st == NB_OK; d++)
             if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], e->bind)) == INT64_MIN)
                 st = nb_last_status();
-        if (st == NB_OK && planned(e, f->out_slot[o])) nb__meta_redirect(e->arena, (size_t)e->mem->offset[f->out_slot[o]], &m);
-        if (st == NB_OK && !(out[o] = nb__meta_new(&m, c->dev))) st = nb_last_status();
+        nb_tensor *dest = direct_dest(e, f->out_slot[o]);
+        if (st == NB_OK && dest) out[o] = nb_retain(dest);
+        else if (st == NB_OK && planned(e, f->out_slot[o]))
+            nb__meta_redirect(e->arena, (size_t)e->mem->offset[f->out_slot[o]], &m);
+        if (st == NB_OK && !out[o] && !(out[o] = nb__meta_new(&m, c->dev))) st = nb_last_status();
         nb__meta_redirect(NULL, 0, NULL);
         if (st == NB_OK && !(outv[o] = domain_view(out[o], dom, f->nd, f->k.nred, f->out_outer[o]))) st = nb_last_status();
     }
@@ -326,8 +339,84 @@ static bool same_binding(const nb_dim_binding *a, const nb_dim_binding *b) {
     return true;
 }
 
+/* The step of c's schedule that computes value slot s in a fused kernel (its kernel in *f, the
+ * output's index in *o), -1 when no kernel does. */
+static int kernel_step_of(const nb_compiled *c, int32_t s, const nb_fstep **f, int *o) {
+    for (int k = 0; k < c->s.n; k++) {
+        const nb_fstep *fk = nb__step_kernel(&c->s, k);
+        for (int j = 0; fk && j < fk->k.nout; j++)
+            if (fk->out_slot[j] == s) {
+                *f = fk;
+                *o = j;
+                return k;
+            }
+    }
+    return -1;
+}
+
+/* Can output slot s go straight into dest?  When a kernel computes it, dest is contiguous, and
+ * no argument sharing dest's storage is read after that kernel — or, read in it, only as an
+ * elementwise load laid out as dest and read for the last time no later than the output is
+ * written (each element read before it is overwritten). */
+static bool can_write_direct(const run_env *e, int32_t s, const nb_tensor *dest) {
+    const nb_compiled *c = e->c;
+    const nb_fstep *f;
+    int o, k;
+    if (!e->mem || !nb_is_contiguous(dest) || (k = kernel_step_of(c, s, &f, &o)) < 0) return false;
+    int w = f->k.out_val[o] - f->k.nin; /* the instruction writing it */
+    for (int id = 0; id < c->g->n; id++) {
+        int32_t l = nb__slot((nb_gval){id, 0});
+        const nb_tensor *a = c->g->nodes[id].kind == NB_GNODE_OP ? NULL : e->slot[l];
+        if (!a || a->storage != dest->storage || e->mem->end[l] < k) continue;
+        if (e->mem->end[l] > k || f->k.nred) return false;
+        bool same_layout = a->offset == dest->offset && a->ndim == dest->ndim &&
+                           !memcmp(a->shape, dest->shape, sizeof(int64_t) * (size_t)a->ndim) &&
+                           !memcmp(a->stride, dest->stride, sizeof(int64_t) * (size_t)a->ndim);
+        for (int j = 0; j < f->k.nin; j++) {
+            if (e->mem->root[f->load_slot[j]] != l) continue;
+            if (f->load_slot[j] != l || !same_layout || f->k.in_level[j] != NB_FL_FULL || f->load_outer[j]) return false;
+            for (int q = w + 1; q < f->k.ninstr; q++)
+                for (int i = 0; i < 3; i++)
+                    if (f->k.instr[q].in[i] == j) return false;
+        }
+    }
+    return true;
+}
+
+/* The destinations of run_into: each of output i's dtype and shape (as bound) on c's device,
+ * writable, none sharing memory with another. */
+static nb_status check_dests(const nb_compiled *c, nb_tensor *const *dest, int nout, const nb_dim_binding *bind) {
+    const nb_graph *g = c->g;
+    for (int i = 0; i < nout; i++) {
+        nb_tensor *d = dest[i];
+        if (!d) continue;
+        const char *name = g->output_names[i];
+        if (!nb__check_concrete(OP, d)) return nb_last_status();
+        if (!nb__same_device(d->storage->device, c->dev))
+            return nb__error(NB_ERR_DEVICE, "%s: destination of output '%s' is on another device", OP, name);
+        nb_meta m = g->nodes[g->outputs[i].node].out[g->outputs[i].out];
+        for (int dd = 0; dd < m.ndim; dd++)
+            if (nb__dim_sym(m.shape[dd]) && (m.shape[dd] = nb__dim_eval(OP, m.shape[dd], bind)) == INT64_MIN)
+                return nb_last_status();
+        if (d->dtype != m.dtype)
+            return nb__error(NB_ERR_DTYPE, "%s: destination of output '%s' has dtype %s, the output %s", OP, name,
+                             nb_dtype_name(d->dtype), nb_dtype_name(m.dtype));
+        if (d->ndim != m.ndim || memcmp(d->shape, m.shape, sizeof(int64_t) * (size_t)m.ndim))
+            return nb__error(NB_ERR_SHAPE, "%s: destination of output '%s' has shape %s, the output %s", OP, name,
+                             NB_SHAPE_STR(d), NB_DIMS_STR(m.shape, m.ndim));
+        if (d->requires_grad && nb_grad_enabled())
+            return nb__error(NB_ERR_STATE, "%s: destination of output '%s' requires grad while recording (use no_grad)",
+                             OP, name);
+        for (int j = 0; j < i; j++)
+            if (dest[j] && dest[j]->storage == d->storage)
+                return nb__error(NB_ERR_ARG, "%s: destinations of outputs '%s' and '%s' share memory", OP,
+                                 g->output_names[j], name);
+    }
+    return NB_OK;
+}
+
 static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
-                          nb_tensor **outputs) {
+                          nb_tensor **outputs, bool into) {
     if (!c) return nb__error(NB_ERR_NULL, "%s: compiled plan is NULL", OP);
     const nb_graph *g = c->g;
     if (n < 0 || nout < 0 || nout > g->n_outputs)
@@ -341,6 +430,12 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
     if (!slot) return nb__error(NB_ERR_OOM, "%s: out of memory running graph '%s'", OP, g->name);
     nb_dim_binding bind = {0};
     nb_status st = bind_args(c, n, names, values, slot, &bind);
+    nb_tensor *dest[NB_FK_MAX_IO * 4] = {0}; /* run_into's destinations (a copy: outputs is overwritten) */
+    if (into && nout > (int)(sizeof dest / sizeof dest[0]))
+        st = nb__error(NB_ERR_ARG, "%s: at most %d outputs go into destinations, %d asked", OP,
+                       (int)(sizeof dest / sizeof dest[0]), nout);
+    for (int i = 0; into && st == NB_OK && i < nout; i++) dest[i] = outputs[i];
+    if (into && st == NB_OK) st = check_dests(c, dest, nout, &bind);
     if (st == NB_OK) {
         bool weak = false; /* a weak scalar argument may promote otherwise: no reuse */
         for (int i = 0; i < n; i++) weak |= values[i]->weak;
@@ -355,14 +450,31 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
             e.mem = &rc->mem;
             e.arena = arena_for(rc, c->dev);
         }
+        for (int i = 0; st == NB_OK && i < nout; i++) {
+            int32_t os = nb__slot(g->outputs[i]);
+            if (dest[i] && !direct_dest(&e, os) && can_write_direct(&e, os, dest[i])) {
+                e.direct_slot[e.ndirect] = os;
+                e.direct[e.ndirect++] = dest[i];
+            }
+        }
         if (st == NB_OK) st = run_schedule(&e, rc, reuse);
+        /* the other destinations are copied into once every step has run (they may be arguments) */
+        for (int i = 0; st == NB_OK && i < nout; i++) {
+            nb_tensor *v = slot[nb__slot(g->outputs[i])];
+            if (dest[i] && v != dest[i]) {
+                nb_no_grad_begin();
+                st = nb_copy_(dest[i], v);
+                nb_no_grad_end();
+            }
+        }
         if (rc && st == NB_OK && !weak) {
             rc->valid = true;
             rc->bind = bind;
         }
     }
     if (st == NB_OK)
-        for (int i = 0; i < nout; i++) outputs[i] = nb__own(nb_retain(slot[nb__slot(g->outputs[i])]));
+        for (int i = 0; i < nout; i++)
+            if (!dest[i]) outputs[i] = nb__own(nb_retain(slot[nb__slot(g->outputs[i])]));
     for (size_t i = 0; i < nslots; i++) {
         nb_release(slot[i]);
         slot[i] = NULL;
@@ -374,5 +486,10 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
 
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs) {
-    NB_OWN_STATUS(OP, run_impl(c, n, names, values, nout, outputs));
+    NB_OWN_STATUS(OP, run_impl(c, n, names, values, nout, outputs, false));
+}
+
+nb_status nb_compiled_run_into(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
+                               nb_tensor **outputs) {
+    NB_OWN_STATUS("compiled_run_into", run_impl(c, n, names, values, nout, outputs, true));
 }

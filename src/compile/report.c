@@ -1,0 +1,72 @@
+/*
+ * report.c — what the compiler made of a graph, for people and for tests:
+ * nb_compiled_stats (the passes' counts, steps, fused kernels, missed
+ * fusions, the memory plan of the last run) and nb_compiled_report (the
+ * same as text, with every kernel's ops and every missed fusion's reason).
+ */
+#include "compile.h"
+
+#include <stdio.h>
+
+static const char *const MISS_REASON[NB_FUSE_MISS_COUNT] = {
+    [NB_FUSE_OK] = "fused",
+    [NB_FUSE_MISS_KIND] = "its kind never fuses",
+    [NB_FUSE_MISS_DTYPE] = "a dtype fused kernels do not compute",
+    [NB_FUSE_MISS_AXES] = "a reduction over axes other than the trailing ones",
+    [NB_FUSE_MISS_SHAPE] = "its shape fits no neighbouring kernel",
+    [NB_FUSE_MISS_CYCLE] = "joining would make the kernels depend on each other",
+    [NB_FUSE_MISS_LIMIT] = "the kernel would exceed its operand or instruction limits",
+    [NB_FUSE_MISS_ALONE] = "no fusible neighbour",
+};
+
+/* A node of a fusible kind left alone (what the report lists as a missed fusion). */
+static bool missed(uint8_t why) { return why != NB_FUSE_OK && why != NB_FUSE_MISS_KIND; }
+
+nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st) {
+    if (!c || !st) return nb__error_set(NB_ERR_NULL, "compiled_stats_get: plan or result is NULL");
+    const nb_schedule *s = &c->s;
+    *st = (nb_compiled_stats){.graph_ops = c->passes.nodes_before, .ops = s->nops, .merged = c->passes.cse,
+                              .folded = c->passes.folded, .simplified = c->passes.simplified, .dead = c->passes.dead,
+                              .steps = s->n, .kernels = s->nfused};
+    for (int f = 0; f < s->nfused; f++) st->fused_ops += s->fused[f].nmember;
+    for (int id = 0; id < c->g->n; id++) st->missed += missed(s->miss[id]);
+    if (c->run.valid) {
+        st->intermediate_bytes = c->run.mem.intermediates;
+        st->live_bytes = c->run.mem.live_peak;
+        st->arena_bytes = c->run.mem.arena;
+    }
+    return NB_OK;
+}
+
+char *nb_compiled_report(const nb_compiled *c) {
+    nb_compiled_stats st;
+    if (nb_compiled_stats_get(c, &st) != NB_OK) return NULL;
+    const nb_graph *g = c->g;
+    const nb_schedule *s = &c->s;
+    nb__text b = {0};
+    nb__text_printf(&b, "plan of graph '%s': %d ops; passes: %d merged, %d folded, %d simplified, %d dead -> %d ops\n",
+                    g->name, st.graph_ops, st.merged, st.folded, st.simplified, st.dead, st.ops);
+    nb__text_printf(&b, "steps: %d (%d fused kernels holding %d ops, %d ops alone)\n", st.steps, st.kernels,
+                    st.fused_ops, st.steps - st.kernels);
+    for (int f = 0; f < s->nfused; f++) {
+        const nb_fstep *k = &s->fused[f];
+        nb__text_printf(&b, "  kernel %d: %s over [", f, k->k.nred ? "row reductions" : "elementwise");
+        for (int d = 0; d < k->nd; d++) {
+            char dim[64];
+            nb__text_printf(&b, d ? ", %s" : "%s", nb__dim_str(dim, k->dom[d]));
+        }
+        nb__text_printf(&b, "], %d loads, %d outputs:", k->k.nin, k->k.nout);
+        for (int i = 0; i < k->nmember; i++) nb__text_printf(&b, " %s", nb__ops[g->nodes[k->member[i]].op].name);
+        nb__text_printf(&b, "\n");
+    }
+    nb__text_printf(&b, "missed fusions: %d\n", st.missed);
+    for (int id = 0; id < g->n; id++)
+        if (missed(s->miss[id]))
+            nb__text_printf(&b, "  node %d %s: %s\n", id, nb__ops[g->nodes[id].op].name, MISS_REASON[s->miss[id]]);
+    if (c->run.valid)
+        nb__text_printf(&b, "memory of the last run: intermediates %lld bytes, liveness bound %lld, arena %lld\n",
+                        (long long)st.intermediate_bytes, (long long)st.live_bytes, (long long)st.arena_bytes);
+    else
+        nb__text_printf(&b, "memory: planned at the first run\n");
+    return nb__text_done(&b, "compiled_report");
+}
