@@ -10,7 +10,9 @@
  * Bandwidth counts the bytes an op must move: a binary op 2 reads + 1
  * write, a unary op 1 read + 1 write, memcpy 1 read + 1 write; the mask
  * cases (where, comparisons, logical ops) count each operand's own bytes
- * (a bool is 1 byte, a broadcast scalar 0).
+ * (a bool is 1 byte, a broadcast scalar 0).  Inputs are uniform in [0, 1),
+ * except the cases marked [-4, 4) (activations and periodic functions,
+ * whose both sides matter).
  */
 #include "bench_util.h"
 #include "nabla.h"
@@ -21,6 +23,7 @@ typedef struct ew_case {
     const char *name;
     nb_tensor *(*op)(nb_tensor *a, nb_tensor *b);
     int nin;
+    bool signed_in; /* a from [-4, 4) instead of [0, 1): both sides of an activation */
 } ew_case;
 
 static nb_tensor *op_add(nb_tensor *a, nb_tensor *b) { return nb_add(a, b); }
@@ -29,6 +32,18 @@ static nb_tensor *op_add_scalar(nb_tensor *a, nb_tensor *b) { (void)b; return nb
 static nb_tensor *op_exp(nb_tensor *a, nb_tensor *b) { (void)b; return nb_exp(a); }
 static nb_tensor *op_tanh(nb_tensor *a, nb_tensor *b) { (void)b; return nb_tanh(a); }
 static nb_tensor *op_sigmoid(nb_tensor *a, nb_tensor *b) { (void)b; return nb_sigmoid(a); }
+static nb_tensor *op_expm1(nb_tensor *a, nb_tensor *b) { (void)b; return nb_expm1(a); }
+static nb_tensor *op_log(nb_tensor *a, nb_tensor *b) { (void)b; return nb_log(a); }
+static nb_tensor *op_log1p(nb_tensor *a, nb_tensor *b) { (void)b; return nb_log1p(a); }
+static nb_tensor *op_erf(nb_tensor *a, nb_tensor *b) { (void)b; return nb_erf(a); }
+static nb_tensor *op_gelu(nb_tensor *a, nb_tensor *b) { (void)b; return nb_gelu(a); }
+static nb_tensor *op_gelu_tanh(nb_tensor *a, nb_tensor *b) { (void)b; return nb_gelu_tanh(a); }
+static nb_tensor *op_silu(nb_tensor *a, nb_tensor *b) { (void)b; return nb_silu(a); }
+static nb_tensor *op_softplus(nb_tensor *a, nb_tensor *b) { (void)b; return nb_softplus(a, 1.0, 20.0); }
+static nb_tensor *op_elu(nb_tensor *a, nb_tensor *b) { (void)b; return nb_elu(a, 1.0); }
+static nb_tensor *op_sin(nb_tensor *a, nb_tensor *b) { (void)b; return nb_sin(a); }
+static nb_tensor *op_cos(nb_tensor *a, nb_tensor *b) { (void)b; return nb_cos(a); }
+static nb_tensor *op_tan(nb_tensor *a, nb_tensor *b) { (void)b; return nb_tan(a); }
 
 typedef struct ew_ctx {
     const ew_case *c;
@@ -102,7 +117,7 @@ static void mask_cases(int64_t n, int reps, double copy_bw) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!selected(cases[i].name)) continue;
-        ew_case c = {cases[i].name, cases[i].op, 0};
+        ew_case c = {cases[i].name, cases[i].op, 0, false};
         ew_ctx x = {&c, NULL, NULL};
         bool t = strstr(cases[i].name, "^T") != NULL;
         bench_stat s = bench_run(run_op, &x, 2, reps, 1);
@@ -148,7 +163,7 @@ static void size_sweep(int reps) {
         printf("| %lld |", (long long)n);
         for (int k = 0; k < 4; k++) {
             nb_set_num_threads(k % 2 ? threads : 1);
-            ew_case c = {"", k < 2 ? op_add : op_exp, 2};
+            ew_case c = {"", k < 2 ? op_add : op_exp, 2, false};
             ew_ctx x = {&c, a, b};
             bench_stat s = bench_run(run_op, &x, 3, reps, inner);
             printf(" %.2f |", s.median * 1e6);
@@ -184,17 +199,35 @@ int main(int argc, char **argv) {
 
     nb_manual_seed(1);
     nb_tensor *a = nb_rand(&n, 1, NB_F32), *b = nb_rand(&n, 1, NB_F32);
-    if (!a || !b) {
+    nb_tensor *b8 = nb_mul(b, 8.0), *sa = nb_sub(b8, 4.0); /* uniform in [-4, 4) */
+    nb_release(b8);
+    if (!a || !b || !sa) {
         fprintf(stderr, "setup failed: %s\n", nb_last_message());
         return 1;
     }
     static const ew_case cases[] = {
-        {"add", op_add, 2},   {"mul", op_mul, 2},   {"add scalar", op_add_scalar, 1},
-        {"exp", op_exp, 1},   {"tanh", op_tanh, 1}, {"sigmoid", op_sigmoid, 1},
+        {"add", op_add, 2, false},
+        {"mul", op_mul, 2, false},
+        {"add scalar", op_add_scalar, 1, false},
+        {"exp", op_exp, 1, false},
+        {"tanh", op_tanh, 1, false},
+        {"sigmoid", op_sigmoid, 1, false},
+        {"expm1 [-4, 4)", op_expm1, 1, true},
+        {"log", op_log, 1, false},
+        {"log1p", op_log1p, 1, false},
+        {"erf [-4, 4)", op_erf, 1, true},
+        {"gelu [-4, 4)", op_gelu, 1, true},
+        {"gelu_tanh [-4, 4)", op_gelu_tanh, 1, true},
+        {"silu [-4, 4)", op_silu, 1, true},
+        {"softplus(beta 1, threshold 20) [-4, 4)", op_softplus, 1, true},
+        {"elu(alpha 1) [-4, 4)", op_elu, 1, true},
+        {"sin [-4, 4)", op_sin, 1, true},
+        {"cos [-4, 4)", op_cos, 1, true},
+        {"tan [-4, 4)", op_tan, 1, true},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!selected(cases[i].name)) continue;
-        ew_ctx x = {&cases[i], a, b};
+        ew_ctx x = {&cases[i], cases[i].signed_in ? sa : a, b};
         bench_stat s = bench_run(run_op, &x, 2, reps, 1);
         double bw = (double)(cases[i].nin + 1) * (double)bytes / s.median / 1e9;
         printf("| nb %s | %.2f | %.2f..%.2f | %.1f | %.2fx |\n", cases[i].name, s.median * 1e3,
@@ -202,6 +235,7 @@ int main(int argc, char **argv) {
     }
     nb_release(a);
     nb_release(b);
+    nb_release(sa);
     mask_cases(n, reps, copy_bw);
     if (!getenv("NB_BENCH_FILTER")) size_sweep(reps);
     return 0;

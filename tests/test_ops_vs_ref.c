@@ -19,11 +19,13 @@
  *             that cancels (gelu_tanh's 1 + tanh(u) for x << 0, measured
  *             5.8e-13 relative) meets FMA contraction in the SIMD builds.
  *   f32       rtol 1e-6: the formula in double rounded once (exact), except
- *             the SIMD polynomials behind exp, tanh, sigmoid and silu
- *             (measured: exp, tanh, rsqrt 1 ulp = 1.2e-7; sigmoid, silu
- *             2 ulp = 2.4e-7); atol FLT_MIN because relative error is
+ *             the ops computed by vmath.h (within 6 ulp = 7e-7, see
+ *             test_cpu_kernels); atol FLT_MIN because relative error is
  *             meaningless for subnormal results (x < -87.34 for exp), where
- *             the polynomial's scaling step may round differently.
+ *             the scaling step may round differently.  gelu and gelu_tanh
+ *             add |x| 2^-52: the reference's 1 + erf(.) and 1 + tanh(.)
+ *             cancel for x << 0 (an absolute error of 2^-53 each), which
+ *             the f32 kernels avoid (erfc and sigmoid forms).
  *   f16/bf16  one ulp (1e-3 / 8e-3): both go through the double path.
  *   integers, bool, indices, copies: exact.
  *   sums/scans: plus an absolute 1e-15·N·max|x| for N summed terms (both
@@ -265,13 +267,20 @@ static const ucase UNARY[] = {
 };
 #define NUNARY (sizeof UNARY / sizeof UNARY[0])
 
+/* gelu and gelu_tanh in f32: |x| 2^-52, the error of the reference's
+ * formula where it cancels (see the header); NULL otherwise. */
+static nb_tensor *ref_slack(nb_op op, nb_tensor *x, nb_dtype odt) {
+    if (odt != NB_F32 || (op != NB_OP_GELU && op != NB_OP_GELU_TANH)) return NULL;
+    return NBT(nb_mul(nb_abs(nb_cast(x, NB_F64)), 0x1p-52));
+}
+
 static void run_unary_case(const ucase *c, nb_dtype dt, const int64_t *shape, int nd, int layout) {
     nb_scope_begin();
     describe(nb__ops[c->op].name, dt, layout, shape, nd, NULL);
     pair x = make_pair(shape, nd, dt, layout, c->dom);
     nb_tensor *yc = NBT(c->f(x.cpu)), *yr = NBT(c->f(x.ref));
     nb_dtype odt = nb_dtype_of(yr);
-    expect_match(yc, yr, rtol_of(odt), atol_of(odt), NULL);
+    expect_match(yc, yr, rtol_of(odt), atol_of(odt), ref_slack(c->op, x.cpu, odt));
     nb_scope_end();
 }
 
@@ -305,7 +314,7 @@ static void test_unary(void **state) {
         describe(nb__ops[c->op].name, FL[k], L_CONTIG, (int64_t[]){200}, 1, "special values");
         nb_tensor *x = specials(200, FL[k]);
         nb_tensor *yc = NBT(c->f(x)), *yr = NBT(c->f(NBT(nb_to_device(x, NB_REF))));
-        expect_match(yc, yr, rtol_of(FL[k]), atol_of(FL[k]), NULL);
+        expect_match(yc, yr, rtol_of(FL[k]), atol_of(FL[k]), ref_slack(c->op, x, FL[k]));
         nb_scope_end();
     }
 }

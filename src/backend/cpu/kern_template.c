@@ -5,75 +5,16 @@
  * AVX-512 code from the same source.
  *
  * Each elementwise op's formula comes from ops.def (double precision); the
- * f32 hot paths below replace a few with single-precision forms whose
- * polynomial approximations vectorize (accuracy noted at each).
+ * f32 loops of the transcendental ops and activations use the
+ * single-precision forms of vmath.h instead, which vectorize (accuracy
+ * noted there).
  */
 #include "kernels.h"
+#include "vmath.h"
 #include "../../ops/op_eval.h"
 
 #include <math.h>
 #include <string.h>
-
-/* ---- single-precision exp and tanh that vectorize -----------------------
- * exp: Cody–Waite range reduction x = n ln2 + r, |r| <= ln2/2, then Cephes
- * expf's degree-6 polynomial for e^r; max error ~1 ulp (normal results).
- * n is rounded with the 1.5 * 2^23 trick: t = x log2(e) + 1.5 * 2^23 holds
- * n in its low mantissa bits, so no float-to-int conversion (and no SSE4.1
- * round) is needed.  2^n is applied as two halves, so x is only clamped to
- * [-110, 170], where the products themselves overflow to +inf or underflow
- * (gradually, through the subnormals) to 0; NaN passes through unchanged
- * arithmetic.  No selects after the polynomial. */
-static inline float nb_pow2i(int32_t n) { /* 2^n for n in [-126, 127] */
-    uint32_t bits = (uint32_t)(n + 127) << 23;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline float nb_expf(float x) {
-    const float magic = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
-    float xc = x > 170.0f ? 170.0f : x;
-    xc = xc < -110.0f ? -110.0f : xc;
-    float t = xc * 1.44269504088896341f + magic;
-    float n = t - magic;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    float r2 = r * r;
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r2 + r + 1.0f;
-    uint32_t tb;
-    memcpy(&tb, &t, 4);
-    int32_t ni = (int32_t)(tb - 0x4B400000u), n1 = ni >> 1; /* GCC: modular, arithmetic shift */
-    return p * nb_pow2i(n1) * nb_pow2i(ni - n1);
-}
-
-/* tanh after Cephes tanhf: an odd polynomial for |x| < 0.625, else
- * 1 - 2 / (e^{2|x|} + 1) with x's sign (no cancellation there since
- * tanh(0.625) > 1/2).  Max error ~3 ulp; ±1 at ±inf, NaN passes; the
- * polynomial branch takes x's sign so that tanh(-0) = -0. */
-static inline float nb_tanhf(float x) {
-    float ax = __builtin_fabsf(x), z = x * x;
-    float p = -5.70498872745E-3f;
-    p = p * z + 2.06390887954E-2f;
-    p = p * z - 5.37397155531E-2f;
-    p = p * z + 1.33314422036E-1f;
-    p = p * z - 3.33332819422E-1f;
-    float small = p * z * x + x;
-    float big = __builtin_copysignf(1.0f - 2.0f / (nb_expf(2.0f * ax) + 1.0f), x);
-    return ax < 0.625f ? __builtin_copysignf(small, x) : big;
-}
-
-/* sigmoid from e = e^{-|x|} in (0, 1]: 1/(1+e) for x >= 0, e/(1+e) below,
- * so tiny results keep their relative accuracy; max error ~3 ulp. */
-static inline float nb_sigmoidf(float x) {
-    float e = nb_expf(-__builtin_fabsf(x)), s = 1.0f / (1.0f + e);
-    return x >= 0.0f ? s : x != x ? x : e * s;
-}
 
 /* ---- generic loops from ops.def ---------------------------------------- */
 
@@ -124,19 +65,51 @@ static inline float nb_sigmoidf(float x) {
     }
 
 /* The f32 loops evaluate ops.def's formula in float where that is exact
- * enough (the formula's double literals are narrowed), except the ops in
- * F32_OVERRIDE below. */
+ * enough (the formula's double literals are narrowed), except the ops given
+ * an F32_UNARY form below.  sin, cos and tan: the vmath forms hold for
+ * |x| <= NB_VM_TRIG_MAX, so their loops run in blocks of 1024 elements,
+ * each scanned afterwards, while in cache, for larger or non-finite inputs,
+ * which are recomputed by the f64 loop (ops.def's formula in double). */
+#define F32_TRIG(E) (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN)
+
+static inline void f32_run(nb_k_unary all, nb_k_unary f64, bool trig, int64_t n, char *o_, int64_t os,
+                           const char *x_, int64_t xs, double p0, double p1) {
+    if (!trig) {
+        all(n, o_, os, x_, xs, p0, p1);
+        return;
+    }
+    for (int64_t b = 0; b < n; b += 1024) {
+        int64_t m = n - b < 1024 ? n - b : 1024;
+        char *o = o_ + b * os;
+        const char *xb = x_ + b * xs;
+        all(m, o, os, xb, xs, p0, p1);
+        bool big = false;
+        for (int64_t i = 0; i < m; i++) big |= !(__builtin_fabsf(*(const float *)(xb + i * xs)) <= NB_VM_TRIG_MAX);
+        for (int64_t i = 0; big && i < m; i++) {
+            double x = *(const float *)(xb + i * xs), y;
+            if (!(__builtin_fabs(x) <= NB_VM_TRIG_MAX)) {
+                f64(1, (char *)&y, 8, (const char *)&x, 8, p0, p1);
+                *(float *)(o + i * os) = (float)y;
+            }
+        }
+    }
+}
+
 #define GEN_UNARY(E, name, dt, expr)                                                         \
-    static void u_##E##_f32(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
-                            double p0d, double p1d) {                                        \
+    static void u_##E##_f32_all(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs, \
+                                double p0d, double p1d) {                                    \
         const float p0 = (float)p0d, p1 = (float)p1d;                                        \
         (void)p0; (void)p1;                                                                  \
-        U_BODY(float, float, F32_UNARY_##E(expr))                                   \
+        U_BODY(float, float, F32_UNARY_##E(expr))                                            \
     }                                                                                        \
     static void u_##E##_f64(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
         (void)p0; (void)p1;                                                                  \
-        U_BODY(double, double, expr)                                                \
+        U_BODY(double, double, expr)                                                         \
+    }                                                                                        \
+    static void u_##E##_f32(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
+                            double p0, double p1) {                                          \
+        f32_run(u_##E##_f32_all, u_##E##_f64, F32_TRIG(E), n, o_, os, x_, xs, p0, p1);       \
     }
 #define GEN_BINARY(E, name, dt, expr)                                                        \
     static void b_##E##_f32(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \
@@ -149,32 +122,33 @@ static inline float nb_sigmoidf(float x) {
     }
 
 /* f32 formulas: default is ops.def's (evaluated in double, rounded once);
- * the hot transcendental ops use the vectorizable nb_expf. */
+ * the transcendental ops and activations use vmath.h (p0d, p1d: the
+ * parameters in double). */
 #define F32_DEFAULT(expr) (float)(expr)
 #define F32_UNARY_NEG F32_DEFAULT
 #define F32_UNARY_ABS F32_DEFAULT
 #define F32_UNARY_SIGN F32_DEFAULT
 #define F32_UNARY_EXP(expr) nb_expf(x)
-#define F32_UNARY_EXPM1 F32_DEFAULT
-#define F32_UNARY_LOG F32_DEFAULT
-#define F32_UNARY_LOG1P F32_DEFAULT
+#define F32_UNARY_EXPM1(expr) nb_expm1f(x)
+#define F32_UNARY_LOG(expr) nb_logf(x)
+#define F32_UNARY_LOG1P(expr) nb_log1pf(x)
 #define F32_UNARY_SQRT(expr) __builtin_sqrtf(x)
 #define F32_UNARY_RSQRT(expr) (1.0f / __builtin_sqrtf(x))
 #define F32_UNARY_SQUARE(expr) (x * x)
 #define F32_UNARY_RECIPROCAL(expr) (1.0f / x)
-#define F32_UNARY_SIN F32_DEFAULT
-#define F32_UNARY_COS F32_DEFAULT
-#define F32_UNARY_TAN F32_DEFAULT
+#define F32_UNARY_SIN(expr) nb_sinf(x)
+#define F32_UNARY_COS(expr) nb_cosf(x)
+#define F32_UNARY_TAN(expr) nb_tanf(x)
 #define F32_UNARY_TANH(expr) nb_tanhf(x)
 #define F32_UNARY_SIGMOID(expr) nb_sigmoidf(x)
 #define F32_UNARY_RELU(expr) (x < 0.0f ? 0.0f : x)
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
-#define F32_UNARY_ELU F32_DEFAULT
-#define F32_UNARY_GELU F32_DEFAULT
-#define F32_UNARY_GELU_TANH F32_DEFAULT
-#define F32_UNARY_SILU(expr) (x * nb_sigmoidf(x))
-#define F32_UNARY_SOFTPLUS F32_DEFAULT
-#define F32_UNARY_ERF F32_DEFAULT
+#define F32_UNARY_ELU(expr) nb_eluf(x, p0d)
+#define F32_UNARY_GELU(expr) nb_geluf(x)
+#define F32_UNARY_GELU_TANH(expr) nb_gelu_tanhf(x)
+#define F32_UNARY_SILU(expr) nb_siluf(x)
+#define F32_UNARY_SOFTPLUS(expr) nb_softplusf(x, p0d, p1d)
+#define F32_UNARY_ERF(expr) nb_erff(x)
 #define F32_UNARY_FLOOR(expr) __builtin_floorf(x)
 #define F32_UNARY_CEIL(expr) __builtin_ceilf(x)
 #define F32_UNARY_ROUND(expr) __builtin_nearbyintf(x)

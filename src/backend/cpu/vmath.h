@@ -1,0 +1,412 @@
+/*
+ * vmath.h — single-precision elementary functions and activations for the
+ * CPU backend's f32 loops (kern_template.c).  Every function is static
+ * inline and branch-free: the special cases are selects of computed values,
+ * there are no early returns and no libm calls, so gcc -O3 vectorizes a
+ * loop over any of them for SSE2, AVX2 or AVX-512 alike.  Integer work goes
+ * through the float's bits (memcpy), never through float-to-int
+ * conversions, so no input is undefined behaviour.
+ *
+ * "Max error" is in ulp of the exact result rounded to float (subnormal
+ * spacing 2^-149 at the bottom), the largest of the scalar (SSE2), AVX2 and
+ * AVX-512 builds (FMA contraction makes them differ in the last bit),
+ * measured against glibc's double-precision functions on every 97th float
+ * bit pattern (44 million inputs, both signs) and the edge inputs by
+ * tests/test_cpu_kernels.c, which asserts a bound a little above each
+ * (NB_TEST_EXHAUSTIVE=1 runs all 2^32 inputs).  Signed zeros follow
+ * ops.def's double formulas (and so PyTorch): f(-0) = -0 for the odd
+ * functions, and every NaN input gives NaN.
+ *
+ * Coefficient sources: the exp polynomial and the tanh polynomial are
+ * Cephes' (expf.c, tanhf.c, S. Moshier); the others are near-minimax fits of
+ * our own (Lawson's reweighted least squares on a dense grid, relative
+ * error, coefficients rounded to float), or Taylor coefficients where the
+ * polynomial runs in double.
+ */
+#ifndef NB_VMATH_H
+#define NB_VMATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t nb_vm_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return u;
+}
+
+static inline float nb_vm_float(uint32_t u) {
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+/* 2^n for n in [-126, 127], built from its exponent field. */
+static inline float nb_pow2i(int32_t n) { return nb_vm_float((uint32_t)(n + 127) << 23); }
+
+/* ---- exp and expm1 --------------------------------------------------------
+ * Both reduce x = n ln2 + r, |r| <= ln2/2, Cody–Waite style: n is rounded
+ * with the 1.5 * 2^23 trick (t = x log2(e) + 1.5 * 2^23 holds n in its low
+ * mantissa bits, so no float-to-int conversion is needed), ln2 is split
+ * into 0.693359375 (9 bits, so n * it is exact) and -2.12194440e-4.  The
+ * argument may be an unevaluated sum hi + lo (|lo| small against 1): lo joins
+ * r after the exact step, so e^(hi + lo) keeps the accuracy of the sum
+ * (gelu and erf pass -x^2 that way).  e^r - 1 = r + r^2 P(r) with Cephes
+ * expf's degree-5 P.  2^n is applied as two factors, so the results
+ * overflow to +inf and underflow (gradually, through the subnormals) to 0
+ * in the multiplications themselves. */
+
+typedef struct nb_vm_ln2_split {
+    float r;   /* the reduced argument */
+    int32_t n; /* the power of two */
+} nb_vm_ln2_split;
+
+static inline nb_vm_ln2_split nb_vm_reduce_ln2(float hi, float lo) {
+    const float magic = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
+    float t = (hi + lo) * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = hi - n * 0.693359375f;
+    r = r + lo;
+    r = r - n * -2.12194440e-4f;
+    return (nb_vm_ln2_split){r, (int32_t)(nb_vm_bits(t) - 0x4B400000u)}; /* GCC: modular */
+}
+
+/* e^r - 1 for |r| <= ln2/2 (Cephes expf's polynomial). */
+static inline float nb_vm_expm1_poly(float r) {
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    return p * (r * r) + r;
+}
+
+/* m * 2^n for n in [-252, 254], as two exact scalings. */
+static inline float nb_vm_ldexp(float m, int32_t n) {
+    int32_t n1 = n >> 1; /* GCC: arithmetic shift */
+    return m * nb_pow2i(n1) * nb_pow2i(n - n1);
+}
+
+/* e^(hi + lo) = p 2^n with p = e^r in [0.7, 1.42], hi clamped to [-110, 170]
+ * (the result is 0 or +inf beyond).  Callers that multiply the result by
+ * something do so on p, before the scaling, so that a product which is
+ * normal while e^(hi + lo) is subnormal is rounded once, in full precision. */
+typedef struct nb_vm_exp_parts {
+    float p;
+    int32_t n;
+} nb_vm_exp_parts;
+
+static inline nb_vm_exp_parts nb_vm_exp_split(float hi, float lo) {
+    float xc = hi > 170.0f ? 170.0f : hi;
+    xc = xc < -110.0f ? -110.0f : xc;
+    nb_vm_ln2_split s = nb_vm_reduce_ln2(xc, lo);
+    return (nb_vm_exp_parts){nb_vm_expm1_poly(s.r) + 1.0f, s.n};
+}
+
+/* e^(hi + lo); max error 1 ulp (normal results). */
+static inline float nb_exp_sumf(float hi, float lo) {
+    nb_vm_exp_parts e = nb_vm_exp_split(hi, lo);
+    return nb_vm_ldexp(e.p, e.n);
+}
+
+/* e^x: max error 1.0 ulp for normal results, subnormal results within one
+ * subnormal step; +inf from x > 88.72, 0 below -103.97, NaN passes. */
+static inline float nb_expf(float x) { return nb_exp_sumf(x, 0.0f); }
+
+/* e^x - 1 = 2^n (p + 1 - 2^-n) with p = e^r - 1: the sum is exact or
+ * carries one rounding, and 2^n scales it exactly, so small |x| (n = 0)
+ * keep their relative accuracy.  x is clamped to [-18, 89] (beyond, the
+ * result rounds to -1 or overflows to +inf); the result takes x's sign
+ * (expm1(-0) = -0).  Max error 1.5 ulp (where n = 1 and p < 0). */
+static inline float nb_expm1f(float x) {
+    float xc = x > 89.0f ? 89.0f : x;
+    xc = xc < -18.0f ? -18.0f : xc;
+    nb_vm_ln2_split s = nb_vm_reduce_ln2(xc, 0.0f);
+    int32_t m = s.n < 25 ? s.n : 25; /* 1 - 2^-n rounds to 1 from n = 25 on */
+    float y = nb_vm_ldexp(nb_vm_expm1_poly(s.r) + (1.0f - nb_pow2i(-m)), s.n);
+    return __builtin_copysignf(y, x);
+}
+
+/* ---- tanh, sigmoid, silu ----------------------------------------------- */
+
+/* tanh after Cephes tanhf: an odd polynomial for |x| < 0.625, else
+ * 1 - 2 / (e^{2|x|} + 1) with x's sign (no cancellation there since
+ * tanh(0.625) > 1/2).  Max error 1.3 ulp; ±1 at ±inf, NaN passes; the
+ * polynomial branch takes x's sign so that tanh(-0) = -0. */
+static inline float nb_tanhf(float x) {
+    float ax = __builtin_fabsf(x), z = x * x;
+    float p = -5.70498872745E-3f;
+    p = p * z + 2.06390887954E-2f;
+    p = p * z - 5.37397155531E-2f;
+    p = p * z + 1.33314422036E-1f;
+    p = p * z - 3.33332819422E-1f;
+    float small = p * z * x + x;
+    float big = __builtin_copysignf(1.0f - 2.0f / (nb_expf(2.0f * ax) + 1.0f), x);
+    return ax < 0.625f ? __builtin_copysignf(small, x) : big;
+}
+
+/* m sigmoid(v), v = vhi + vlo, from e = e^{-|v|} = p 2^n in (0, 1]:
+ * m / (1 + e) for v >= 0, m e / (1 + e) below, with m p 2^(n/2) / (1 + e)
+ * scaled by the rest of 2^n last, so results far below 1 keep their
+ * relative accuracy down to the subnormals and m p cannot overflow.  One
+ * division.  Below v = -110 (where exp's argument is clamped) the result is
+ * 0 m: |m| e^v underflows there for every m our callers pass (1, or |m| <=
+ * |v|), and an infinite m gives the formula's NaN (inf * 0); NaN passes. */
+static inline float nb_vm_mul_sigmoid(float m, float vhi, float vlo) {
+    bool neg = vhi < 0.0f;
+    nb_vm_exp_parts e = nb_vm_exp_split(neg ? vhi : -vhi, neg ? vlo : -vlo);
+    int32_t n1 = e.n >> 1; /* GCC: arithmetic shift */
+    float y = (neg ? m * nb_pow2i(n1) * e.p : m) / (1.0f + nb_vm_ldexp(e.p, e.n));
+    return neg ? (vhi < -110.0f ? 0.0f * m : y * nb_pow2i(e.n - n1)) : y;
+}
+
+/* sigmoid(x) = 1 / (1 + e^{-x}).  Max error 2.3 ulp; 0.5 at ±0, 1 at +inf,
+ * 0 at -inf, NaN passes. */
+static inline float nb_sigmoidf(float x) { return nb_vm_mul_sigmoid(1.0f, x, 0.0f); }
+
+/* silu(x) = x sigmoid(x).  Max error 3.1 ulp; silu(-0) = -0, NaN passes. */
+static inline float nb_siluf(float x) { return nb_vm_mul_sigmoid(x, x, 0.0f); }
+
+/* ---- log and log1p -----------------------------------------------------
+ * Both write the argument as 2^e m with m in [sqrt(1/2), sqrt(2)) from its
+ * bits (subtracting the bits of sqrt(1/2) makes the exponent field e), so
+ * f = m - 1 is exact and lies in [-0.293, 0.415], and take
+ * log = e ln2 + log1p(f), log1p(f) = f - f^2/2 + f^3 P(f) with P of degree
+ * 7 (our fit, relative error 2^-27.4 on that interval); e ln2 is added in
+ * two parts (0.693359375 and -2.12194440e-4, as in exp). */
+
+static inline float nb_vm_log1p_reduced(float f, float e) {
+    float p = -7.6371096e-2f;
+    p = p * f + 1.2762524e-1f;
+    p = p * f - 1.3159522e-1f;
+    p = p * f + 1.4201537e-1f;
+    p = p * f - 1.6623412e-1f;
+    p = p * f + 2.0001243e-1f;
+    p = p * f - 2.500082e-1f;
+    p = p * f + 3.333333e-1f;
+    float f2 = f * f;
+    float y = f * f2 * p;
+    y = y + e * -2.12194440e-4f;
+    y = y - 0.5f * f2;
+    y = f + y;
+    return y + e * 0.693359375f;
+}
+
+/* The exponent e of u = 2^e m, m in [sqrt(1/2), sqrt(2)), and m - 1;
+ * u positive, finite and normal. */
+typedef struct nb_vm_log_split {
+    float f;
+    int32_t e;
+} nb_vm_log_split;
+
+static inline nb_vm_log_split nb_vm_reduce_log(float u) {
+    uint32_t d = nb_vm_bits(u) - 0x3f3504f3u; /* bits of sqrt(1/2) */
+    int32_t e = (int32_t)d >> 23;             /* GCC: arithmetic shift */
+    float m = nb_vm_float((d & 0x007fffffu) + 0x3f3504f3u);
+    return (nb_vm_log_split){m - 1.0f, e};
+}
+
+/* log x: subnormal x are scaled by 2^23 first.  Max error 0.8 ulp;
+ * log(±0) = -inf, log(x < 0) = NaN, log(+inf) = +inf, NaN passes. */
+static inline float nb_logf(float x) {
+    nb_vm_log_split s = nb_vm_reduce_log(x < 0x1p-126f ? x * 0x1p23f : x);
+    float y = nb_vm_log1p_reduced(s.f, (float)(x < 0x1p-126f ? s.e - 23 : s.e));
+    y = x == 0.0f ? -__builtin_inff() : y;
+    y = x < 0.0f ? __builtin_nanf("") : y;
+    return x < __builtin_inff() ? y : x; /* +inf and NaN */
+}
+
+/* log(1 + x): u = 1 + x is rounded, but its error c = x - (u - 1) is exact
+ * (or negligible where u > 2^24) and joins f as c 2^-e, so log(u + c) keeps
+ * the accuracy of small x.  The result takes x's sign (log1p(-0) = -0).
+ * Max error 1.4 ulp; -inf at x = -1, NaN below, +inf at +inf, NaN passes. */
+static inline float nb_log1pf(float x) {
+    float u = 1.0f + x, c = x - (u - 1.0f);
+    nb_vm_log_split s = nb_vm_reduce_log(u);
+    float f = s.f + c * nb_pow2i(-(s.e < 126 ? s.e : 126)); /* e >= 127: c 2^-e is negligible */
+    float y = __builtin_copysignf(nb_vm_log1p_reduced(f, (float)s.e), x);
+    y = u == 0.0f ? -__builtin_inff() : y;
+    y = x < -1.0f ? __builtin_nanf("") : y;
+    return x < __builtin_inff() ? y : x; /* +inf and NaN */
+}
+
+/* ---- erf, erfc, gelu -----------------------------------------------------
+ * erfc(a) for a >= 0 is written e^{-a^2} t P(t - 0.58) with t = 1 / (1 + a/2)
+ * (the change of variable of Numerical Recipes' erfcc; P of degree 10 is our
+ * fit on a in [0, 10.5], relative error 2^-28): relative accuracy all the
+ * way down, which gelu's left tail needs.  t and t - 0.58 are formed in
+ * double (a float t would carry its rounding into P at 2x).  e^{-a^2} needs
+ * a^2 without rounding: the caller passes it as h + l with h = ah^2 exact (ah
+ * = a with the low 12 mantissa bits cleared) and l = (a - ah)(a + ah). */
+
+static inline nb_vm_exp_parts nb_vm_erfc_tail(float a, float h, float l) {
+    double td = 1.0 / (1.0 + 0.5 * (double)a);
+    float t = (float)td, u = (float)(td - (double)0.58f);
+    float p = 3.3902753e-2f;
+    p = p * u + 1.8677894e-2f;
+    p = p * u - 7.300954e-2f;
+    p = p * u + 3.2425958e-3f;
+    p = p * u + 1.137224e-1f;
+    p = p * u - 5.150725e-2f;
+    p = p * u - 2.0332049e-1f;
+    p = p * u + 8.514154e-2f;
+    p = p * u + 5.868529e-1f;
+    p = p * u + 7.790189e-1f;
+    p = p * u + 5.694087e-1f;
+    nb_vm_exp_parts e = nb_vm_exp_split(-h, -l);
+    return (nb_vm_exp_parts){e.p * (t * p), e.n};
+}
+
+/* a with its low 12 mantissa bits cleared: its square is exact. */
+static inline float nb_vm_high_half(float a) { return nb_vm_float(nb_vm_bits(a) & 0xfffff000u); }
+
+/* erf: x + x P(x^2) for |x| < 0.9 (P of degree 6, our fit, relative error
+ * 2^-30; the 1 of 2/sqrt(pi) = 1.128... kept apart, as a float 2/sqrt(pi)
+ * alone is off by 2^-24.2), else ±(1 - erfc(|x|)) with |x| clamped to 4
+ * (erf rounds to ±1 from 3.92 on).  Max error 1.0 ulp; erf(-0) = -0, ±1 at
+ * ±inf, NaN passes. */
+static inline float nb_erff(float x) {
+    float z = x * x;
+    float p = 7.9430996e-5f;
+    p = p * z - 8.039753e-4f;
+    p = p * z + 5.191753e-3f;
+    p = p * z - 2.685556e-2f;
+    p = p * z + 1.1283624e-1f;
+    p = p * z - 3.761263e-1f;
+    p = p * z + 1.2837917e-1f;
+    float a = __builtin_fabsf(x);
+    a = a > 4.0f ? 4.0f : a;
+    float ah = nb_vm_high_half(a);
+    nb_vm_exp_parts e = nb_vm_erfc_tail(a, ah * ah, (a - ah) * (a + ah));
+    float tail = 1.0f - nb_vm_ldexp(e.p, e.n);
+    return __builtin_fabsf(x) < 0.9f ? x + x * p : __builtin_copysignf(tail, x);
+}
+
+/* gelu (exact erf form, PyTorch's default) = x Phi(x), Phi(x) = erfc(-x/sqrt2)/2:
+ * x erfc(|x|/sqrt2)/2 for x < 0, x (1 - erfc(|x|/sqrt2)/2) above, so the
+ * left tail keeps its relative accuracy (ops.def's 0.5 x (1 + erf(x/sqrt2))
+ * cancels there; in float, PyTorch's gives 0 from x = -5.7 on).  a^2 = x^2/2
+ * is split from x itself; |x| is clamped to 14.85 (the left tail is 0
+ * beyond, the right is x).  Max error 5.0 ulp, in the left tail (the float
+ * evaluation of P); gelu(-0) = -0, gelu(x <= -14.1)
+ * = -0, gelu(-inf) = NaN (-inf * 0, as ops.def and PyTorch), NaN passes. */
+static inline float nb_geluf(float x) {
+    float ax = __builtin_fabsf(x);
+    ax = ax > 14.85f ? 14.85f : ax;
+    float xh = nb_vm_high_half(ax);
+    nb_vm_exp_parts e = nb_vm_erfc_tail(ax * 0.70710678118654752f, 0.5f * (xh * xh), 0.5f * ((ax - xh) * (ax + xh)));
+    float left = nb_vm_ldexp(-0.5f * ax * e.p, e.n) + 0.0f * x; /* NaN at -inf, as -inf * 0 */
+    return x < 0.0f ? left : x * (1.0f - 0.5f * nb_vm_ldexp(e.p, e.n));
+}
+
+/* ---- gelu_tanh, softplus, elu (double parameters and products) ---------- */
+
+/* v = 2 sqrt(2/pi) (x + 0.044715 x^3) in double, clamped to ±200 and split
+ * into hi + lo floats for nb_exp_sumf. */
+typedef struct nb_vm_split2 {
+    float hi, lo;
+} nb_vm_split2;
+
+static inline nb_vm_split2 nb_vm_split_double(double v) {
+    v = v > 200.0 ? 200.0 : v;
+    v = v < -200.0 ? -200.0 : v;
+    float hi = (float)v;
+    return (nb_vm_split2){hi, (float)(v - (double)hi)};
+}
+
+/* gelu, tanh approximation: 0.5 x (1 + tanh(u)) = x / (1 + e^{-2u}),
+ * u = sqrt(2/pi) (x + 0.044715 x^3) formed in double (a float u would be
+ * off by |u| 2^-23 relative, tens of ulp in the left tail), so there is no
+ * cancellation for x << 0 either.  Max error 3.1 ulp; gelu_tanh(-0) = -0,
+ * -0 from x = -10.3 down, gelu_tanh(-inf) = NaN (as ops.def and PyTorch),
+ * NaN passes. */
+static inline float nb_gelu_tanhf(float x) {
+    double xd = (double)x;
+    nb_vm_split2 v = nb_vm_split_double(xd * (1.5957691216057308 + 0.07135481627260025 * xd * xd));
+    return nb_vm_mul_sigmoid(x, v.hi, v.lo);
+}
+
+/* softplus with ops.def's semantics: x where beta x > threshold, else
+ * log(1 + e^{beta x}) / beta, evaluated as (max(t, 0) + log1p(e^{-|t|})) /
+ * beta with t = beta x in double (the threshold test is ops.def's
+ * comparison exactly), so neither side overflows or cancels.  Max error
+ * 1.6 ulp for beta = 1 and 2; for beta < 1 results below FLT_MIN / beta keep
+ * an absolute error of 2^-149 / beta.  softplus(-inf) = +0, +inf passes,
+ * NaN passes. */
+static inline float nb_softplusf(float x, double beta, double threshold) {
+    double t = (double)x * beta;
+    nb_vm_split2 s = nb_vm_split_double(t > 0.0 ? -t : t);
+    double y = ((t > 0.0 ? t : 0.0) + (double)nb_log1pf(nb_exp_sumf(s.hi, s.lo))) * (1.0 / beta);
+    return t > threshold ? x : (float)y;
+}
+
+/* elu: x for x > 0, alpha (e^x - 1) below, the product in double and rounded
+ * once.  Max error 1.4 ulp; elu(-0) = -0 (alpha > 0), NaN passes. */
+static inline float nb_eluf(float x, double alpha) {
+    return x > 0.0f ? x : (float)(alpha * (double)nb_expm1f(x));
+}
+
+/* ---- sin, cos, tan ------------------------------------------------------
+ * In double: x = j pi/2 + r, |r| <= pi/4, with j rounded by the 1.5 * 2^52
+ * trick and pi/2 in two parts (a 28-bit head, so j * head is exact for
+ * |j| < 2^25, and a 53-bit tail: r is off by under 2^-55 |j|, far below
+ * float resolution even for the floats closest to a multiple of pi/2).
+ * sin r and cos r are Taylor polynomials through r^9 and r^10 (truncation
+ * 2^-28 relative at |r| = pi/4), picked and signed by j mod 4, and rounded
+ * to float once: max error 0.5 ulp + 2^-28 relative (measured 0.53, tan
+ * 0.54).  Valid for |x| <=
+ * NB_VM_TRIG_MAX; the kernels give larger and non-finite inputs ops.def's
+ * double formula (sin(±inf) = NaN).  sin(-0) = tan(-0) = -0. */
+#define NB_VM_TRIG_MAX 0x1p24f
+
+typedef struct nb_vm_sincos {
+    double s, c;  /* sin r, cos r */
+    uint32_t j;   /* the quadrant, mod 2^32 */
+} nb_vm_sincos;
+
+static inline nb_vm_sincos nb_vm_sincos_reduced(float x) {
+    const double magic = 0x1.8p52;
+    double xd = (double)x;
+    double t = xd * 0x1.45f306dc9c883p-1 + magic; /* 2/pi */
+    double j = t - magic;
+    double r = xd - j * 0x1.921fb54p+0; /* pi/2, first 28 bits */
+    r = r - j * 0x1.10b4611a62633p-30;  /* pi/2, the next 53 bits */
+    double z = r * r;
+    double s = 1.0 / 362880.0;
+    s = s * z - 1.0 / 5040.0;
+    s = s * z + 1.0 / 120.0;
+    s = s * z - 1.0 / 6.0;
+    s = s * z + 1.0;
+    double c = -1.0 / 3628800.0;
+    c = c * z + 1.0 / 40320.0;
+    c = c * z - 1.0 / 720.0;
+    c = c * z + 1.0 / 24.0;
+    c = c * z - 0.5;
+    c = c * z + 1.0;
+    uint64_t tb;
+    memcpy(&tb, &t, 8);
+    return (nb_vm_sincos){r * s, c, (uint32_t)tb};
+}
+
+static inline float nb_sinf(float x) {
+    nb_vm_sincos q = nb_vm_sincos_reduced(x);
+    double y = q.j & 1 ? q.c : q.s;
+    return (float)(q.j & 2 ? -y : y);
+}
+
+static inline float nb_cosf(float x) {
+    nb_vm_sincos q = nb_vm_sincos_reduced(x);
+    double y = q.j & 1 ? q.s : q.c;
+    return (float)((q.j + 1) & 2 ? -y : y);
+}
+
+/* tan = sin r / cos r, or -cos r / sin r in odd quadrants (one double
+ * division). */
+static inline float nb_tanf(float x) {
+    nb_vm_sincos q = nb_vm_sincos_reduced(x);
+    return (float)(q.j & 1 ? -q.c / q.s : q.s / q.c);
+}
+
+#endif
