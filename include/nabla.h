@@ -1564,9 +1564,12 @@ typedef struct nb_compiled_stats {
     int kernels;          /**< fused kernels among them */
     int fused_ops;        /**< ops inside the fused kernels */
     int missed;           /**< ops of a fusible kind that run alone (nb_compiled_report says why) */
-    int64_t intermediate_bytes; /**< memory plan of the last run (0 before one): the intermediates' sizes added up */
-    int64_t live_bytes;   /**< the most intermediate bytes alive at one step: the arena's lower bound */
-    int64_t arena_bytes;  /**< the arena those intermediates were placed in */
+    /* the memory plan of the last run (0 before one), in bytes: */
+    int64_t intermediate_bytes;  /**< every intermediate op result (not an output, not a view) added up:
+                                      what running the ops one by one allocates */
+    int64_t materialized_bytes;  /**< the intermediates this plan writes to memory (fused ones never are) */
+    int64_t live_bytes;   /**< the most of those alive at one step: the arena's lower bound */
+    int64_t arena_bytes;  /**< the arena they were placed in */
 } nb_compiled_stats;
 /** c's numbers into *st (the memory ones from its last run; read them when no run of c is in
  *  progress).  Errors: NB_ERR_NULL. */

@@ -385,9 +385,266 @@ static void random_programs_match_eager(void **state) {
     assert_true(ps.fused_nodes > ps.ops / 4);
 }
 
+/* ---- kernels of known graphs ---- */
+
+typedef nb_tensor *(*graph_fn1)(nb_tensor *x);
+static nb_tensor *f_softmax(nb_tensor *x) { return nb_softmax(x, -1); }
+static nb_tensor *f_log_softmax(nb_tensor *x) { return nb_log_softmax(x, -1); }
+static nb_tensor *f_layer_norm(nb_tensor *x) { return nb_layer_norm(x, 1, NULL, NULL, 1e-5); }
+static nb_tensor *f_logsumexp(nb_tensor *x) { return nb_logsumexp(x, NB_AXES(-1), false); }
+
+/* fn traced on x [B, cols] (B symbolic), compiled; *c its plan. */
+static nb_graph *trace1(graph_fn1 fn, int64_t cols, nb_compiled **c) {
+    nb_graph *g = nb_graph_begin("f");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), cols)));
+    assert_int_equal(nb_graph_output(g, "y", fn(x)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(*c);
+    return g;
+}
+
+static nb_tensor *run1(nb_compiled *c, nb_tensor *x) {
+    nb_tensor *y = NULL;
+    if (nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 1, &y) != NB_OK) fail_msg("%s", nb_last_message());
+    return y;
+}
+
+/* softmax, log_softmax, layer_norm and logsumexp over rows are one fused kernel each, equal to
+ * eager bit for bit at several batch sizes and row lengths (tiles of 1024: 2500 spans three). */
+static void row_functions_are_one_kernel(void **state) {
+    (void)state;
+    graph_fn1 fns[] = {f_softmax, f_log_softmax, f_layer_norm, f_logsumexp};
+    int64_t cols[] = {10, 2500};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        for (int k = 0; k < 2; k++) {
+            nb_compiled *c;
+            nb_graph *g = trace1(fns[i], cols[k], &c);
+            nb_compiled_stats st;
+            assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
+            assert_int_equal(st.kernels, 1);
+            assert_true(st.steps <= 2); /* logsumexp without keepdim: the kernel, then a reshape view */
+            for (int64_t b = 1; b <= 33; b += 16) {
+                nb_tensor *x = NBT(nb_randn(NB_SHAPE(b, cols[k]), NB_F32));
+                assert_true(same_bits(fns[i](x), run1(c, x), "row function"));
+            }
+            nb_compiled_release(c);
+            nb_graph_release(g);
+        }
+}
+
+/* A broadcast operand feeding a reduction over two trailing axes: one kernel, eager's bits. */
+static void broadcast_into_multi_axis_reduction(void **state) {
+    (void)state;
+    nb_tensor *bias = NBT(nb_randn(NB_SHAPE(5, 1), NB_F32));
+    nb_graph *g = nb_graph_begin("bred");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 5, 7)));
+    nb_tensor *y = nb_sum(nb_exp(nb_add(x, bias)), NB_AXES(1, 2), true);
+    assert_int_equal(nb_graph_output(g, "y", nb_div(nb_exp(nb_add(x, bias)), y)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_compiled_stats st;
+    assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
+    assert_int_equal(st.kernels, 1);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(6, 5, 7), NB_F32));
+    nb_tensor *want = nb_div(nb_exp(nb_add(xv, bias)), nb_sum(nb_exp(nb_add(xv, bias)), NB_AXES(1, 2), true));
+    assert_true(same_bits(want, run1(c, xv), "broadcast reduction"));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* A kernel whose load is a transposed, stepped (negative step too) view of its input. */
+static void kernel_over_transposed_stepped_view(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("view");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(41, 37)));
+    nb_tensor *v = nb_slice(nb_slice(nb_t(x), 0, NB_END, 0, -3), 1, 0, NB_END, 2);
+    assert_int_equal(nb_graph_output(g, "y", nb_add(nb_mul(nb_tanh(v), 2.0), v)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_compiled_stats st;
+    assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
+    assert_int_equal(st.kernels, 1);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(41, 37), NB_F32));
+    nb_tensor *vv = nb_slice(nb_slice(nb_t(xv), 0, NB_END, 0, -3), 1, 0, NB_END, 2);
+    assert_true(same_bits(nb_add(nb_mul(nb_tanh(vv), 2.0), vv), run1(c, xv), "strided view"));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* A compiled result written into a negative-stride slice of a larger buffer (run_into copies it
+ * in: the destination is not contiguous); the elements outside the slice stay. */
+static void result_into_negative_stride_slice(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("neg");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(8)));
+    assert_int_equal(nb_graph_output(g, "y", nb_exp(nb_mul(x, 0.5))), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(8), NB_F32)), *buf = NBT(nb_zeros(NB_SHAPE(17), NB_F32));
+    nb_tensor *dst = NBT(nb_slice(buf, 0, -1, 0, -2)); /* buf[16], buf[14], ..., buf[2] */
+    nb_tensor *outs[1] = {dst};
+    assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"x"}, &xv, 1, outs), NB_OK);
+    assert_ptr_equal(outs[0], dst);
+    assert_true(same_bits(nb_exp(nb_mul(xv, 0.5)), dst, "negative-stride destination"));
+    for (int64_t i = 0; i < 17; i += 2) assert_true(i == 0 ? nbt_at(buf, i) == 0 : nbt_at(buf, i) != 0);
+    for (int64_t i = 1; i < 17; i += 2) assert_true(nbt_at(buf, i) == 0);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Rows longer than a row kernel takes run op by op (the backend declines): the same bits. */
+static void long_rows_fall_back_op_by_op(void **state) {
+    (void)state;
+    nb_compiled *c;
+    nb_graph *g = trace1(f_softmax, 70000, &c);
+    nb_tensor *x = NBT(nb_randn(NB_SHAPE(2, 70000), NB_F32));
+    assert_true(same_bits(nb_softmax(x, -1), run1(c, x), "long rows"));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Fused results do not depend on the thread count (rows and tiles are independent). */
+static void thread_counts_give_the_same_bits(void **state) {
+    (void)state;
+    int keep = nb_get_num_threads();
+    nb_compiled *c;
+    nb_graph *g = trace1(f_layer_norm, 3000, &c);
+    nb_tensor *x = NBT(nb_randn(NB_SHAPE(64, 3000), NB_F32));
+    nb_set_num_threads(1);
+    nb_tensor *one = run1(c, x);
+    nb_set_num_threads(3);
+    nb_tensor *three = run1(c, x);
+    nb_set_num_threads(keep);
+    assert_true(same_bits(one, three, "1 vs 3 threads"));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* The memory plan: buffers reused across steps (an arena smaller than the intermediates), an
+ * elementwise kernel writing over its dead input in place, no overlap of values live together. */
+static void plan_reuses_and_works_in_place(void **state) {
+    (void)state;
+    nb_tensor *w = NBT(nb_randn(NB_SHAPE(64, 64), NB_F32));
+    nb_graph *g = nb_graph_begin("chain");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 64)));
+    nb_tensor *t = x;
+    for (int i = 0; i < 6; i++) t = nb_tanh(nb_add(nb_matmul(t, w), 0.5)); /* matmul, then a kernel in place */
+    assert_int_equal(nb_graph_output(g, "y", nb_sum(t, NULL, 0, false)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(32, 64), NB_F32));
+    nb_tensor *want = xv;
+    for (int i = 0; i < 6; i++) want = nb_tanh(nb_add(nb_matmul(want, w), 0.5));
+    assert_true(same_bits(nb_sum(want, NULL, 0, false), run1(c, xv), "chain"));
+    nb_compiled_stats st;
+    assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
+    int64_t one = 32 * 64 * 4;
+    /* op by op: six matmul, add and tanh results each; the plan writes the six matmul results
+     * and five kernel results (the last add, tanh and the sum are one kernel) */
+    assert_int_equal(st.intermediate_bytes, 18 * one);
+    assert_int_equal(st.materialized_bytes, 11 * one);
+    assert_true(st.live_bytes <= st.arena_bytes);
+    assert_true(st.arena_bytes <= 2 * one);            /* in place: each kernel over its matmul's buffer */
+    char why[256];
+    assert_true(nb__mplan_check(&c->run.mem, c->g->n * NB_MAX_OUTS, why, sizeof why));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* run_into: an update written over its own parameters in place (same buffers, eager's values),
+ * a destination read later by another step copied in at the end instead, bad destinations. */
+static void run_into_updates_in_place(void **state) {
+    (void)state;
+    nb_tensor *p = NBT(nb_randn(NB_SHAPE(300, 7), NB_F32)), *m = NBT(nb_zeros(NB_SHAPE(300, 7), NB_F32));
+    nb_graph *g = nb_graph_begin("update");
+    nb_tensor *gp = NBT(nb_graph_param(g, "p", p)), *gm = NBT(nb_graph_param(g, "m", m));
+    nb_tensor *gr = NBT(nb_graph_input(g, "g", NB_F32, NB_SHAPE(300, 7)));
+    nb_tensor *nm = nb_add(nb_mul(gm, 0.9), gr);
+    assert_int_equal(nb_graph_output(g, "p", nb_sub(gp, nb_mul(nm, 0.01))), NB_OK);
+    assert_int_equal(nb_graph_output(g, "m", nm), NB_OK);
+    assert_int_equal(nb_graph_output(g, "norm", nb_sum(nb_square(gp), NULL, 0, false)), NB_OK); /* reads old p */
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *grad = NBT(nb_randn(NB_SHAPE(300, 7), NB_F32));
+    for (int step = 0; step < 3; step++) {
+        nb_tensor *wm = nb_add(nb_mul(nb_clone(m), 0.9), grad), *wp = nb_sub(nb_clone(p), nb_mul(wm, 0.01));
+        nb_tensor *wn = nb_sum(nb_square(p), NULL, 0, false);
+        void *pd = nb_data_ptr(p), *md = nb_data_ptr(m);
+        nb_tensor *outs[3] = {p, m, NULL};
+        assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"g"}, &grad, 3, outs), NB_OK);
+        assert_ptr_equal(nb_data_ptr(p), pd);
+        assert_ptr_equal(nb_data_ptr(m), md);
+        assert_true(same_bits(wp, p, "p"));
+        assert_true(same_bits(wm, m, "m"));
+        assert_true(same_bits(wn, outs[2], "norm of the old p"));
+    }
+    /* bad destinations: checked before anything runs */
+    nb_tensor *small = NBT(nb_zeros(NB_SHAPE(3), NB_F32)), *ints = NBT(nb_zeros(NB_SHAPE(300, 7), NB_I32));
+    nb_tensor *bad[3][3] = {{small, NULL, NULL}, {ints, NULL, NULL}, {p, p, NULL}};
+    nb_status want[3] = {NB_ERR_SHAPE, NB_ERR_DTYPE, NB_ERR_ARG};
+    nb_tensor *before = NBT(nb_clone(p));
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"g"}, &grad, 3, bad[i]), want[i]);
+        assert_non_null(strstr(nb_last_message(), "compiled_run"));
+        nb_clear_error();
+    }
+    assert_true(same_bits(before, p, "p untouched by refused runs"));
+    nb_tensor *tracked = NBT(nb_zeros(NB_SHAPE(300, 7), NB_F32));
+    assert_int_equal(nb_set_requires_grad(tracked, true), NB_OK);
+    assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"g"}, &grad, 1, (nb_tensor *[]){tracked}),
+                     NB_ERR_STATE);
+    nb_clear_error();
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* The report names each kernel's ops and each missed fusion's reason. */
+static void report_names_kernels_and_misses(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("rep");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 16)));
+    nb_tensor *h = nb_relu(nb_add(x, 1.0));
+    assert_int_equal(nb_graph_output(g, "col", nb_sum(nb_exp(h), NB_AXES(0), false)), NB_OK);
+    assert_int_equal(nb_graph_output(g, "sm", nb_softmax(h, -1)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    char *r = nb_compiled_report(c);
+    assert_non_null(r);
+    assert_non_null(strstr(r, "kernel 0"));
+    assert_non_null(strstr(r, "relu"));
+    assert_non_null(strstr(r, "row reductions"));
+    assert_non_null(strstr(r, "sum: a reduction over axes other than the trailing ones"));
+    assert_non_null(strstr(r, "memory: planned at the first run"));
+    nb_free_string(r);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(4, 16), NB_F32)), *y[2];
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 2, y), NB_OK);
+    r = nb_compiled_report(c);
+    assert_non_null(strstr(r, "memory of the last run"));
+    nb_free_string(r);
+    char *dot = nb_compiled_to_dot(c);
+    assert_non_null(strstr(dot, "fused kernel 0"));
+    nb_free_string(dot);
+    nb_compiled_stats st;
+    assert_int_equal(nb_compiled_stats_get(NULL, &st), NB_ERR_NULL);
+    assert_null(nb_compiled_report(NULL));
+    nb_clear_error();
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(random_programs_match_eager, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(row_functions_are_one_kernel, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(broadcast_into_multi_axis_reduction, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(kernel_over_transposed_stepped_view, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(result_into_negative_stride_slice, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(long_rows_fall_back_op_by_op, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(thread_counts_give_the_same_bits, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(plan_reuses_and_works_in_place, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(run_into_updates_in_place, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(report_names_kernels_and_misses, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

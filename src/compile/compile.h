@@ -97,6 +97,7 @@ typedef struct nb_mplan {
                               else; end[root] is the last step reading the root or any alias */
     int64_t *size;
     int64_t arena;         /* bytes of the arena */
+    int64_t unfused;       /* every intermediate op result (no view, no output): op by op's bytes */
     int64_t intermediates; /* the planned values' bytes added up */
     int64_t live_peak;     /* the most bytes live at one step: the arena's lower bound */
 } nb_mplan;

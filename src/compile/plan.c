@@ -16,7 +16,8 @@
  *  - Placement: buffers by decreasing size, each at the lowest-waste gap
  *    among the buffers whose lifetimes overlap it (best fit over lifetimes,
  *    as XLA's heap simulator does), offsets 64-byte aligned.
- *  - The report's numbers: the sum of the planned values' sizes, the
+ *  - The report's numbers: what the ops run one by one would allocate (every
+ *    intermediate result), the values the plan keeps in memory, the
  *    liveness lower bound (the most bytes live at once), the arena size.
  */
 #include "compile.h"
@@ -166,6 +167,20 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
         }
 #undef READ
 #undef WRITE
+    }
+    /* what running the ops one by one would allocate: every fresh result that is no output */
+    p->unfused = 0;
+    for (int k = 0; k < s->n; k++) {
+        const nb_fstep *f = nb__step_kernel(s, k);
+        for (int i = 0; i < (f ? f->nmember : 1); i++) {
+            int32_t id = f ? f->member[i] : s->node[k];
+            int32_t sl = nb__slot((nb_gval){id, 0});
+            if (aliases_input(g->nodes[id].op) || escapes[root[sl]]) continue;
+            for (int j = 0; j < g->nodes[id].n_out; j++) {
+                int64_t b = value_bytes(g, sl + j, bind);
+                p->unfused += b > 0 ? b : 0;
+            }
+        }
     }
     for (int i = 0; i < nslots; i++) {
         planned[i] = planned[i] && !escapes[i] && root[i] == i;

@@ -31,7 +31,8 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st) {
     for (int f = 0; f < s->nfused; f++) st->fused_ops += s->fused[f].nmember;
     for (int id = 0; id < c->g->n; id++) st->missed += missed(s->miss[id]);
     if (c->run.valid) {
-        st->intermediate_bytes = c->run.mem.intermediates;
+        st->intermediate_bytes = c->run.mem.unfused;
+        st->materialized_bytes = c->run.mem.intermediates;
         st->live_bytes = c->run.mem.live_peak;
         st->arena_bytes = c->run.mem.arena;
     }
@@ -64,8 +65,9 @@ char *nb_compiled_report(const nb_compiled *c) {
         if (missed(s->miss[id]))
             nb__text_printf(&b, "  node %d %s: %s\n", id, nb__ops[g->nodes[id].op].name, MISS_REASON[s->miss[id]]);
     if (c->run.valid)
-        nb__text_printf(&b, "memory of the last run: intermediates %lld bytes, liveness bound %lld, arena %lld\n",
-                        (long long)st.intermediate_bytes, (long long)st.live_bytes, (long long)st.arena_bytes);
+        nb__text_printf(&b, "memory of the last run: intermediates %lld bytes (op by op), %lld written by the plan, "
+                        "liveness bound %lld, arena %lld\n", (long long)st.intermediate_bytes,
+                        (long long)st.materialized_bytes, (long long)st.live_bytes, (long long)st.arena_bytes);
     else
         nb__text_printf(&b, "memory: planned at the first run\n");
     return nb__text_done(&b, "compiled_report");
