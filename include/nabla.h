@@ -1583,6 +1583,10 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st);
  * nb_free_string.  NULL with NB_ERR_NULL or NB_ERR_OOM.
  */
 char *nb_compiled_report(const nb_compiled *c);
+/** How compiled plans run fused kernels, one line of text (static): on (a tiled interpreter of the
+ *  built-in kernels, which needs no C compiler at run time), or off when NB_FUSE=0 (each op its own
+ *  step; for comparisons). */
+const char *nb_fusion_mode(void);
 /** Retain / release a compiled plan (NULL is a no-op). */
 nb_compiled *nb_compiled_retain(nb_compiled *c);
 void nb_compiled_release(nb_compiled *c);

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/pool.h"
+#include "compile/compile.h"
 #include "core/internal.h"
 
 #include <stdio.h>
@@ -233,6 +234,24 @@ static void simd_env_is_validated(void **state) {
     unsetenv("NB_SIMD");
 }
 
+static void env_fuse(void *res) { *(bool *)res = nb__env_fuse(); }
+
+/* NB_FUSE must be 0 or 1; anything else warns and fuses. */
+static void fuse_env_is_validated(void **state) {
+    (void)state;
+    bool on = false;
+    unsetenv("NB_FUSE");
+    assert_string_equal(stderr_of(env_fuse, &on), "");
+    assert_true(on);
+    setenv("NB_FUSE", "0", 1);
+    assert_string_equal(stderr_of(env_fuse, &on), "");
+    assert_false(on);
+    setenv("NB_FUSE", "yes", 1);
+    assert_non_null(strstr(stderr_of(env_fuse, &on), "NB_FUSE='yes'"));
+    assert_true(on);
+    unsetenv("NB_FUSE");
+}
+
 static void env_cache(void *res) { *(size_t *)res = nb__env_alloc_cache_bytes(); }
 
 /* NB_ALLOC_CACHE_MB must be a number of MiB >= 0; anything else warns and keeps the default 256. */
@@ -273,6 +292,7 @@ int main(void) {
         cmocka_unit_test(num_threads_env_is_validated),
         cmocka_unit_test(simd_env_is_validated),
         cmocka_unit_test(cache_env_is_validated),
+        cmocka_unit_test(fuse_env_is_validated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,6 +63,7 @@ int cmd_doctor(int argc, char **argv) {
     printf("simd:      %s\n", nb_cpu_simd_level());
     printf("threads:   %d (set with --threads or NB_NUM_THREADS)\n", nb_get_num_threads());
     printf("blas:      none (built-in packed GEMM)\n");
+    printf("fusion:    %s\n", nb_fusion_mode());
     backends();
     dataset(data);
     return CLI_OK;

@@ -121,16 +121,23 @@ static bool values_on(nb_graph *g, nb_device dev) {
 }
 
 bool nb__env_fuse(void) {
+    const char *e = getenv("NB_FUSE");
+    if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+        fprintf(stderr, "nabla: ignoring NB_FUSE='%s' (expected 0 or 1); fusing\n", e);
+    return !e || strcmp(e, "0") != 0;
+}
+
+/* Whether plans fuse: NB_FUSE, read at the first compile. */
+static bool fusing(void) {
     static int cached = -1; /* -1: not read yet */
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("NB_FUSE");
-        v = !e || strcmp(e, "0") != 0;
-        if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
-            fprintf(stderr, "nabla: ignoring NB_FUSE='%s' (expected 0 or 1); fusing\n", e);
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
+    if (v < 0) __atomic_store_n(&cached, v = nb__env_fuse(), __ATOMIC_RELAXED);
     return v;
+}
+
+const char *nb_fusion_mode(void) {
+    return fusing() ? "on: a tiled interpreter of the built-in kernels (no run-time C compiler needed)"
+                          : "off (NB_FUSE=0): compiled plans run op by op";
 }
 
 nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
@@ -177,7 +184,7 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {
     if (!c) return NULL;
     c->passes = ps;
     const nb_backend *be = nb_backend_for(dev);
-    if (nb__schedule_build(c->g, be->fused && nb__env_fuse(), &c->s) != NB_OK) {
+    if (nb__schedule_build(c->g, be->fused && fusing(), &c->s) != NB_OK) {
         nb_compiled_release(c);
         return NULL;
     }

@@ -77,7 +77,8 @@ static inline const nb_fstep *nb__step_kernel(const nb_schedule *s, int k) {
  */
 nb_status nb__schedule_build(const nb_graph *g, bool fuse, nb_schedule *s);
 /** NB_FUSE=0 compiles plans without fusion (each op its own step: for comparisons); unset or 1
- *  fuses; another value warns once on stderr and fuses.  Read once; exposed for tests. */
+ *  fuses; another value warns on stderr and fuses.  Read by the first compile (cache.c);
+ *  exposed for tests. */
 bool nb__env_fuse(void);
 /** A deep copy of src into dst (NB_ERR_OOM: dst left empty). */
 nb_status nb__schedule_copy(nb_schedule *dst, const nb_schedule *src, int gn);
