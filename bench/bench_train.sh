@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# bench_train.sh — one epoch of Fashion-MNIST training: nabla against PyTorch 1.13 (Debian), PyTorch
+# bench_train.sh — one epoch of Fashion-MNIST training: nabla (eager, and --compiled: the whole step
+# traced, fused and planned) against PyTorch 1.13 (Debian), PyTorch
 # 2.x and JAX jit (PyPI venv), same models, batch size, optimizer (Adam, cosine schedule) and thread
 # count.  Method (bench/RESULTS.md, "Training method"): every peer pinned to the same T CPUs
 # (taskset -c 0..T-1), each at its best thread-wait policy (PyTorch 1.13: OMP_WAIT_POLICY=PASSIVE and
@@ -32,7 +33,7 @@ has() { "$1" -c "import $2" >/dev/null 2>&1; }
 # OpenBLAS's SkylakeX kernels only where the CPU has AVX-512 (elsewhere they die with SIGILL)
 skx=""
 grep -qw avx512f /proc/cpuinfo && skx=1
-peers=(nabla)
+peers=(nabla nablac)
 has "$py1" torch && [ "$("$py1" -c 'import torch; print(torch.__version__[0])')" = 1 ] && peers+=(torch1)
 has "$py2" torch && peers+=(torch2)
 has "$py2" jax && peers+=(jax)
@@ -44,6 +45,8 @@ run_one() {
   local args=(--epochs 1 --threads "$threads" --batch-size "$3" --limit "$limit")
   case $1 in
     nabla) "${pin[@]}" "$build/tools/nabla" train --model "$2" "${args[@]}" --json 2>/dev/null | tail -1 |
+             sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' ;;
+    nablac) "${pin[@]}" "$build/tools/nabla" train --compiled --model "$2" "${args[@]}" --json 2>/dev/null | tail -1 |
              sed -n 's/.*"train_seconds":\([0-9.]*\).*/\1/p' ;;
     torch1) env OMP_WAIT_POLICY=PASSIVE ${skx:+OPENBLAS_CORETYPE=SkylakeX} "${pin[@]}" "$py1" bench/train_torch.py \
              --model "$2" "${args[@]}" --wait-policy passive | sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' ;;
@@ -72,18 +75,21 @@ lim=""
 [ "$limit" != 0 ] && lim=" (first $limit samples)"
 echo "medians of $rounds interleaved rounds, seconds per training epoch$lim"
 echo
-echo "| model / batch | nabla | PyTorch 1.13 | PyTorch 2.x | JAX jit | nabla / faster PyTorch | nabla / JAX |"
-echo "|---|---|---|---|---|---|---|"
+echo "| model / batch | nabla | nabla --compiled | PyTorch 1.13 | PyTorch 2.x | JAX jit | nabla / faster PyTorch | nabla / JAX | compiled / eager | compiled / JAX |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for m in $models; do
   for b in $batches; do
     n=$(median "$tmp/$m-$b-nabla" || true)
+    nc=$(median "$tmp/$m-$b-nablac" || true)
     t1=$(median "$tmp/$m-$b-torch1" || true)
     t2=$(median "$tmp/$m-$b-torch2" || true)
     j=$(median "$tmp/$m-$b-jax" || true)
-    awk -v m="$m" -v b="$b" -v n="$n" -v t1="$t1" -v t2="$t2" -v j="$j" 'function f(x) { return x == "" ? "—" : sprintf("%.2f s", x) }
+    awk -v m="$m" -v b="$b" -v n="$n" -v nc="$nc" -v t1="$t1" -v t2="$t2" -v j="$j" '
+      function f(x) { return x == "" ? "—" : sprintf("%.2f s", x) }
+      function r(x, y) { return (x == "" || y == "") ? "—" : sprintf("%.2f", x / y) }
       BEGIN { t = t1 == "" ? t2 : (t2 == "" || t1 < t2 ? t1 : t2)
-              printf "| %s / %s | %s | %s | %s | %s | %s | %s |\n", m, b, f(n), f(t1), f(t2), f(j),
-                     (n == "" || t == "") ? "—" : sprintf("%.2f", n / t), (n == "" || j == "") ? "—" : sprintf("%.2f", n / j) }'
+              printf "| %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", m, b, f(n), f(nc), f(t1), f(t2), f(j),
+                     r(n, t), r(n, j), r(nc, n), r(nc, j) }'
   done
 done
 if [ -x "$build/bench/bench_faults" ]; then

@@ -1487,7 +1487,10 @@ void nb_free_string(char *s);
  * the graph's structure, its constants by value and dev): a hit returns the
  * plan compiled before (for another but equal graph: a plan of g sharing its
  * schedule, so g's own params are read).  The plan holds its own reference to
- * the graph.  The graph is verified first (nb_graph_verify).
+ * the graph.  The graph is verified first (nb_graph_verify), then optimized
+ * and, on the CPU, fused and memory-planned (see nb_compiled_stats below;
+ * nb_compiled_report and nb_compiled_to_dot show the result; NB_FUSE=0 in
+ * the environment turns fusion off for comparisons).
  * Returns a reference released with nb_compiled_release; NULL with
  * NB_ERR_STATE (g still being built, or malformed: the verifier's message),
  * NB_ERR_DEVICE (no such device, or a param or constant on another one),

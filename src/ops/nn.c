@@ -20,9 +20,11 @@ nb_tensor *nb_softmax(nb_tensor *x, int axis) {
     if (!require_float("softmax", x) || nb__axis("softmax", axis, x->ndim == 0 ? 1 : x->ndim) < 0) return NULL;
     NB_COMPOSITE_BEGIN();
     NB_OPMATH(x);
-    /* the shift is a constant for differentiation: its gradient cancels */
+    /* the shift is a constant for differentiation: its gradient cancels; each row is scaled by
+     * the reciprocal of its sum, as PyTorch's CPU kernel does (one division per row, not per
+     * element) */
     nb_tensor *e = nb_exp(nb_sub(x, nb__exp_shift(x, &axis, 1)));
-    NB_OPMATH_RETURN(nb_div(e, nb_sum(e, &axis, 1, true)));
+    NB_OPMATH_RETURN(nb_mul(e, nb_reciprocal(nb_sum(e, &axis, 1, true))));
 }
 
 nb_tensor *nb_log_softmax(nb_tensor *x, int axis) {

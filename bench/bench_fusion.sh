@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# bench_fusion.sh — fused compiled graphs against their peers in one run: bench_fusion (nabla fused,
+# nabla eager, the memcpy of the same bytes) and peers_fusion.py (JAX jit, torch.compile, PyTorch
+# eager), every one pinned to the same T CPUs, in interleaved rounds; prints per-implementation
+# medians over the rounds and the ratios the issue's goals are written in (nabla fused / memcpy
+# bandwidth, nabla fused time / JAX jit and / torch.compile time), then nabla's compile latencies.
+#   bash bench/bench_fusion.sh [BUILD_DIR]     (default build/release; bench_fusion built when missing)
+# Environment: NB_BENCH_THREADS (2), NB_BENCH_ROUNDS (3), NB_BENCH_REPS (5, per process),
+# NB_BENCH_N / NB_BENCH_ROWS / NB_BENCH_COLS (sizes, see bench_fusion.c), NB_BENCH_VENV
+# (/work/venv/bin/python3: a venv with jax and torch 2.x; a missing one leaves its peers out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+threads=${NB_BENCH_THREADS:-2}
+rounds=${NB_BENCH_ROUNDS:-3}
+py=${NB_BENCH_VENV:-/work/venv/bin/python3}
+if [ ! -x "$build/bench/bench_fusion" ]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DNB_BUILD_BENCH=ON >/dev/null
+  cmake --build "$build" -j "$(nproc)" --target bench_fusion >/dev/null
+fi
+pin=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge "$threads" ]; then pin=(taskset -c "0-$((threads - 1))"); fi
+export NB_BENCH_THREADS=$threads
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for r in $(seq "$rounds"); do
+  echo "round $r/$rounds" >&2
+  "${pin[@]}" "$build/bench/bench_fusion" >> "$tmp/lines"
+  if [ -x "$py" ]; then "${pin[@]}" "$py" bench/peers_fusion.py 2>/dev/null >> "$tmp/lines" || true; fi
+done
+grep -m1 '^# cpu' "$tmp/lines" || true
+echo "medians of $rounds rounds (each the median of NB_BENCH_REPS calls), $threads threads, pinned: ${pin[*]:-no}"
+echo
+awk '
+  /^case=/ {
+    split($0, kv, " "); c = ""; i = ""; t_ms = ""
+    fm = ""
+    for (k in kv) { split(kv[k], p, "="); if (p[1] == "case") c = p[2]; if (p[1] == "impl") i = p[2]; if (p[1] == "ms") t_ms = p[2]; if (p[1] == "first_ms") fm = p[2] }
+    if (fm != "") first[c "," i] = fm
+    n[c "," i]++; v[c "," i "," n[c "," i]] = t_ms; cases[c] = 1; impls[i] = 1
+  }
+  /^compile / { split($0, kv, " "); for (k in kv) { split(kv[k], p, "="); if (p[1] == "case") c = p[2]; if (p[1] == "first_ms") f[c] = p[2]; if (p[1] == "cached_ms") h[c] = p[2] } }
+  function med(key,   m, a, j, k, t) {
+    m = n[key]; if (!m) return ""
+    for (j = 1; j <= m; j++) a[j] = v[key "," j] + 0
+    for (j = 1; j <= m; j++) for (k = j + 1; k <= m; k++) if (a[k] < a[j]) { t = a[j]; a[j] = a[k]; a[k] = t }
+    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+  }
+  function ms(x) { return x == "" ? "—" : sprintf("%.2f", x) }
+  function ratio(x, y) { return (x == "" || y == "") ? "—" : sprintf("%.2f", x / y) }
+  END {
+    print "| workload | memcpy ms | nabla fused ms | nabla eager ms | JAX jit ms | torch.compile ms | PyTorch eager ms | fused / memcpy bandwidth | fused / JAX | fused / torch.compile |"
+    print "|---|---|---|---|---|---|---|---|---|---|"
+    split("gelu softmax layer_norm", order, " ")
+    for (o = 1; o <= 3; o++) {
+      c = order[o]; if (!(c in cases)) continue
+      mc = med(c ",memcpy"); fu = med(c ",nabla-fused"); ea = med(c ",nabla-eager")
+      jx = med(c ",jax-jit"); tc = med(c ",torch-compile"); te = med(c ",torch-eager")
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c, ms(mc), ms(fu), ms(ea), ms(jx), ms(tc), ms(te),
+             ratio(mc, fu), ratio(fu, jx), ratio(fu, tc)
+    }
+    print ""
+    for (c in f) printf "compile latency %s: nabla first %.3f ms, cached %.3f ms; first call (compile + run) JAX jit %s ms, torch.compile %s ms\n", c, f[c], h[c], (c ",jax-jit") in first ? first[c ",jax-jit"] : "—", (c ",torch-compile") in first ? first[c ",torch-compile"] : "—"
+  }' "$tmp/lines"
