@@ -311,7 +311,7 @@ static void one_program(int id, prog_stats *ps) {
     /* the same program traced */
     nb_graph *g = nb_graph_begin("random");
     nb_tensor *s[MAXV];
-    char names[3][8];
+    char names[3][16];
     for (int i = 0; i < nin; i++) {
         snprintf(names[i], sizeof names[i], "x%d", i);
         int64_t shape[NB_MAX_DIMS];
