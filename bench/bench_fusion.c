@@ -7,7 +7,10 @@
  *   layer_norm layer_norm over the rows of [R, C] f32 (no affine)
  *
  * plus the compile latency of each graph (first nb_graph_compile, a miss) and
- * the cached latency (compiling an equal graph again: a hit).
+ * the cached latency (compiling an equal graph again: a hit), and the memory
+ * plan of the Fashion-MNIST MLP's forward and backward pass (784-256-128-10,
+ * relu, cross-entropy, the six parameter gradients; batch 128): the bytes
+ * its ops would allocate one by one against the plan's arena.
  *
  *   bench_fusion              NB_BENCH_THREADS (2), NB_BENCH_REPS (5), NB_BENCH_N, NB_BENCH_ROWS, NB_BENCH_COLS
  *   NB_BENCH_FILTER=softmax   only the cases whose name contains the text
@@ -69,6 +72,57 @@ static void report(const char *name, const char *impl, bench_stat s, double byte
            s.max * 1e3, bytes / s.median / 1e9);
 }
 
+/* The MLP's forward + backward graph (B = 128), run once; prints its memory plan. */
+static void mlp_memory(void) {
+    const int64_t sizes[4] = {784, 256, 128, 10};
+    nb_tensor *w[3], *b[3];
+    for (int l = 0; l < 3; l++) { /* before the trace: inside it, randn would be a traced draw */
+        w[l] = nb_randn(NB_SHAPE(sizes[l + 1], sizes[l]), NB_F32);
+        b[l] = nb_zeros(NB_SHAPE(sizes[l + 1]), NB_F32);
+    }
+    nb_graph *g = nb_graph_begin("mlp_fwd_bwd");
+    nb_tensor *x = nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 784));
+    nb_tensor *y = nb_graph_input(g, "y", NB_I64, NB_SHAPE(nb_dim("B")));
+    nb_tensor *h = x, *p[6];
+    for (int l = 0; l < 3; l++) {
+        char nw[8], nbias[8];
+        snprintf(nw, sizeof nw, "w%d", l);
+        snprintf(nbias, sizeof nbias, "b%d", l);
+        p[2 * l] = nb_graph_param(g, nw, w[l]);
+        p[2 * l + 1] = nb_graph_param(g, nbias, b[l]);
+        h = nb_linear(h, p[2 * l], p[2 * l + 1]);
+        if (l < 2) h = nb_relu(h);
+    }
+    nb_tensor *loss = nb_cross_entropy(h, y, NB_CROSS_ENTROPY_DEFAULTS), *gr[6];
+    check(loss);
+    if (nb_graph_grad(loss, 6, p, gr) != NB_OK) check(NULL);
+    nb_graph_output(g, "loss", loss);
+    for (int i = 0; i < 6; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "g%d", i);
+        nb_graph_output(g, nm, gr[i]);
+    }
+    nb_graph_end(g);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    check((nb_tensor *)c);
+    nb_tensor *xv = nb_randn(NB_SHAPE(128, 784), NB_F32), *yv = nb_zeros(NB_SHAPE(128), NB_I64), *out[7];
+    if (nb_compiled_run(c, 2, (const char *[]){"x", "y"}, (nb_tensor *[]){xv, yv}, 7, out) != NB_OK) check(NULL);
+    nb_compiled_stats st;
+    nb_compiled_stats_get(c, &st);
+    printf("memory case=mlp_fwd_bwd intermediates=%lld materialized=%lld live=%lld arena=%lld kernels=%d steps=%d "
+           "ops=%d\n", (long long)st.intermediate_bytes, (long long)st.materialized_bytes, (long long)st.live_bytes,
+           (long long)st.arena_bytes, st.kernels, st.steps, st.ops);
+    for (int i = 0; i < 7; i++) nb_release(out[i]);
+    for (int l = 0; l < 3; l++) {
+        nb_release(w[l]);
+        nb_release(b[l]);
+    }
+    nb_release(xv);
+    nb_release(yv);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 int main(void) {
     int threads = bench_env_int("NB_BENCH_THREADS", 2), reps = bench_env_int("NB_BENCH_REPS", 5);
     int64_t n = bench_env_int("NB_BENCH_N", 64 << 20), rows = bench_env_int("NB_BENCH_ROWS", 8192),
@@ -110,5 +164,6 @@ int main(void) {
         nb_graph_release(g);
         nb_release(r.x);
     }
+    if (!filter || strstr("mlp_fwd_bwd", filter)) mlp_memory();
     return 0;
 }

@@ -39,6 +39,7 @@ awk '
     if (fm != "") first[c "," i] = fm
     n[c "," i]++; v[c "," i "," n[c "," i]] = t_ms; cases[c] = 1; impls[i] = 1
   }
+  /^memory / { mem = substr($0, 8) }
   /^compile / { split($0, kv, " "); for (k in kv) { split(kv[k], p, "="); if (p[1] == "case") c = p[2]; if (p[1] == "first_ms") f[c] = p[2]; if (p[1] == "cached_ms") h[c] = p[2] } }
   function med(key,   m, a, j, k, t) {
     m = n[key]; if (!m) return ""
@@ -60,5 +61,6 @@ awk '
              ratio(mc, fu), ratio(fu, jx), ratio(fu, tc)
     }
     print ""
+    if (mem != "") print "memory plan, " mem
     for (c in f) printf "compile latency %s: nabla first %.3f ms, cached %.3f ms; first call (compile + run) JAX jit %s ms, torch.compile %s ms\n", c, f[c], h[c], (c ",jax-jit") in first ? first[c ",jax-jit"] : "—", (c ",torch-compile") in first ? first[c ",torch-compile"] : "—"
   }' "$tmp/lines"
