@@ -62,16 +62,6 @@ static bool attrs_equal(const nb_attrs *a, const nb_attrs *b) {
            a->shape_ndim == b->shape_ndim;
 }
 
-/* Element k (row-major) of the concrete t. */
-static const char *elem_at(const nb_tensor *t, int64_t k) {
-    int64_t off = t->offset;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        off += (k % t->shape[d]) * t->stride[d];
-        k /= t->shape[d];
-    }
-    return (const char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype);
-}
-
 /* The hash of what nd computes (the fields node_equal compares). */
 static uint64_t node_hash(const nb_gnode *nd) {
     uint64_t h = mix(0x243f6a8885a308d3u, (uint64_t)nd->kind);
@@ -81,7 +71,7 @@ static uint64_t node_hash(const nb_gnode *nd) {
         h = mix(h, (uint64_t)t->storage->device.type);
         h = mix(h, (uint64_t)t->storage->device.index);
         size_t es = nb_dtype_size(t->dtype);
-        for (int64_t k = 0, n = nb__numel(t); k < n; k++) h = mix_bytes(h, elem_at(t, k), es);
+        for (int64_t k = 0, n = nb__numel(t); k < n; k++) h = mix_bytes(h, nb__elem_at(t, k), es);
         return h;
     }
     h = mix(h, (uint64_t)nd->op);
@@ -99,7 +89,7 @@ static bool const_equal(const nb_tensor *a, const nb_tensor *b) {
         if (a->shape[d] > 1 && a->stride[d] != b->stride[d]) return false;
     size_t es = nb_dtype_size(a->dtype);
     for (int64_t k = 0, n = nb__numel(a); k < n; k++)
-        if (memcmp(elem_at(a, k), elem_at(b, k), es)) return false;
+        if (memcmp(nb__elem_at(a, k), nb__elem_at(b, k), es)) return false;
     return true;
 }
 

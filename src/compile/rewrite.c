@@ -37,29 +37,7 @@ nb_status nb__rw_infers(const nb_graph *g, const nb_gnode *nd, bool *ok) {
     /* metadata stand-ins of the inputs, as the verifier builds them (no allocation) */
     nb_storage ss[8];
     nb_tensor st[8], *in[8];
-    for (int i = 0; i < nd->n_in; i++) {
-        nb_gval v = nd->in[i];
-        if (v.node < 0) {
-            in[i] = NULL;
-            continue;
-        }
-        const nb_gnode *src = &g->nodes[v.node];
-        const nb_meta *m = &src->out[v.out];
-        memset(&ss[i], 0, sizeof ss[i]);
-        atomic_init(&ss[i].refs, 1);
-        ss[i].device = src->value ? src->value->storage->device : g->device;
-        memset(&st[i], 0, sizeof st[i]);
-        atomic_init(&st[i].refs, 1);
-        st[i].ndim = m->ndim;
-        st[i].dtype = m->dtype;
-        st[i].weak = m->weak;
-        memcpy(st[i].shape, m->shape, sizeof(int64_t) * (size_t)m->ndim);
-        st[i].storage = &ss[i];
-        st[i].graph = (nb_graph *)g;
-        st[i].gnode = v.node;
-        st[i].gout = v.out;
-        in[i] = &st[i];
-    }
+    nb__graph_standins(g, nd, ss, st, in);
     nb_attrs a = nd->attrs;
     nb_meta meta[NB_MAX_OUTS];
     memset(meta, 0, sizeof meta);

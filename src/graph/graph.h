@@ -77,6 +77,12 @@ nb_graph *nb__graph_tracing(void);
 uint64_t nb__graph_hash(nb_graph *g);
 /** True when a and b have the same structure and constants (the cache's equality). */
 bool nb__graph_equal(const nb_graph *a, const nb_graph *b);
+/** Stand-ins of op node nd's inputs for its infer rule: in[i] = &st[i] (storage ss[i]), a
+ *  symbolic tensor record carrying the input's stored metadata and device (no allocation; NULL
+ *  for an absent input).  ss, st, in: nd->n_in entries. */
+void nb__graph_standins(const nb_graph *g, const nb_gnode *nd, nb_storage *ss, nb_tensor *st, nb_tensor **in);
+/** Element k (row-major) of the concrete tensor t. */
+const char *nb__elem_at(const nb_tensor *t, int64_t k);
 /** Verify the IR's invariants; NB_OK or NB_ERR_FORMAT naming the node at fault. */
 nb_status nb__graph_verify(const nb_graph *g);
 

@@ -21,8 +21,7 @@ static void mix_str(uint64_t *h, const char *s) {
     else mix_i64(h, -1);
 }
 
-/* Element k (row-major) of t. */
-static const char *elem_at(const nb_tensor *t, int64_t k) {
+const char *nb__elem_at(const nb_tensor *t, int64_t k) {
     int64_t off = t->offset;
     for (int d = t->ndim - 1; d >= 0; d--) {
         off += (k % t->shape[d]) * t->stride[d];
@@ -33,14 +32,14 @@ static const char *elem_at(const nb_tensor *t, int64_t k) {
 
 static void mix_value(uint64_t *h, const nb_tensor *t) {
     size_t es = nb_dtype_size(t->dtype);
-    for (int64_t k = 0, n = nb__numel(t); k < n; k++) mix(h, elem_at(t, k), es);
+    for (int64_t k = 0, n = nb__numel(t); k < n; k++) mix(h, nb__elem_at(t, k), es);
 }
 
 static bool value_equal(const nb_tensor *a, const nb_tensor *b) {
     if (a == b) return true;
     size_t es = nb_dtype_size(a->dtype);
     for (int64_t k = 0, n = nb__numel(a); k < n; k++)
-        if (memcmp(elem_at(a, k), elem_at(b, k), es)) return false;
+        if (memcmp(nb__elem_at(a, k), nb__elem_at(b, k), es)) return false;
     return true;
 }
 

@@ -73,13 +73,7 @@ static nb_status check_leaf(const nb_graph *g, const nb_gnode *nd) {
     return NB_OK;
 }
 
-/* Re-run the op's infer on stand-ins carrying the inputs' stored metadata. */
-static nb_status check_op(const nb_graph *g, const nb_gnode *nd) {
-    if ((unsigned)nd->op >= NB_OP_COUNT) return bad(g, nd, "op %d outside the op table", (int)nd->op);
-    const nb_kind_impl *k = nb__kinds[nb__ops[nd->op].kind];
-    if (!k || !k->infer) return bad(g, nd, "op kind has no infer rule (not a primitive op of the dispatch point)");
-    nb_storage ss[8];
-    nb_tensor st[8], *in[8];
+void nb__graph_standins(const nb_graph *g, const nb_gnode *nd, nb_storage *ss, nb_tensor *st, nb_tensor **in) {
     for (int i = 0; i < nd->n_in; i++) {
         nb_gval v = nd->in[i];
         if (v.node < 0) {
@@ -103,6 +97,16 @@ static nb_status check_op(const nb_graph *g, const nb_gnode *nd) {
         st[i].gout = v.out;
         in[i] = &st[i];
     }
+}
+
+/* Re-run the op's infer on stand-ins carrying the inputs' stored metadata. */
+static nb_status check_op(const nb_graph *g, const nb_gnode *nd) {
+    if ((unsigned)nd->op >= NB_OP_COUNT) return bad(g, nd, "op %d outside the op table", (int)nd->op);
+    const nb_kind_impl *k = nb__kinds[nb__ops[nd->op].kind];
+    if (!k || !k->infer) return bad(g, nd, "op kind has no infer rule (not a primitive op of the dispatch point)");
+    nb_storage ss[8];
+    nb_tensor st[8], *in[8];
+    nb__graph_standins(g, nd, ss, st, in);
     nb_attrs attrs = nd->attrs;
     nb_meta meta[NB_MAX_OUTS];
     memset(meta, 0, sizeof meta);
