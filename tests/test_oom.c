@@ -237,6 +237,50 @@ static nb_status lazy_eval(double *out, int *nout) {
     return st;
 }
 
+/* A compiled plan with fused kernels and a memory plan: w = w - 0.1 * softmax(x @ w) written back
+ * into w (nb_compiled_run_into) and the row sums of exp(x @ w) returned, run twice (the second run
+ * reuses the plan and its arena), the report read; the cache cleared at the end.  Static shapes
+ * (nb_dim would keep its table).  out: the sums of both runs and w after them. */
+static const double CX[2][3] = {{0.5, -1, 2}, {1.5, 0.25, -0.75}};
+
+/* The step's trace (nb_graph_build_with keeps its error): ctx is the weight tensor. */
+static nb_status trace_step(nb_graph *g, void *ctx, void *meta) {
+    (void)meta;
+    nb_tensor *x = nb_graph_input(g, "x", NB_F64, NB_SHAPE(2, 3)), *p = nb_graph_param(g, "w", ctx);
+    nb_tensor *h = nb_matmul(x, p);
+    nb_tensor *nw = nb_sub(p, nb_mul(nb_sum(nb_softmax(h, -1), NB_AXES(0), false), 0.1));
+    nb_tensor *o1 = nb_add(nb_mul(nw, 1.0), nb_zeros_like(p)), *o2 = nb_sum(nb_exp(h), NB_AXES(-1), false);
+    nb_status st = status_of(o1 && o2 ? o1 : NULL); /* an op's failure, not graph_output's NULL argument */
+    if (st == NB_OK) st = nb_graph_output(g, "w", o1);
+    if (st == NB_OK) st = nb_graph_output(g, "s", o2);
+    return st;
+}
+
+static nb_status compiled_step(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_tensor *w = nb_from_data((double[]){0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9}, NB_SHAPE(3, 3), NB_F64);
+    nb_tensor *xv = nb_from_data(CX, NB_SHAPE(2, 3), NB_F64);
+    nb_graph *g = w && xv ? nb_graph_build_with("step", trace_step, w, NULL) : NULL;
+    nb_compiled *c = g ? nb_graph_compile(g, NB_CPU) : NULL;
+    nb_status st = status_of(c);
+    for (int r = 0; r < 2 && st == NB_OK; r++) {
+        nb_tensor *o[2] = {w, NULL};
+        st = nb_compiled_run_into(c, 1, (const char *[]){"x"}, &xv, 2, o);
+        if (st == NB_OK) st = nb_copy_to_host(o[1], out + 2 * r, 2 * sizeof *out);
+    }
+    if (st == NB_OK) st = nb_copy_to_host(w, out + 4, 9 * sizeof *out);
+    char *rep = st == NB_OK ? nb_compiled_report(c) : NULL;
+    if (st == NB_OK) st = status_of(rep);
+    nb_free_string(rep);
+    if (st == NB_OK) *nout = 13;
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    nb_scope_end();
+    nb_compile_cache_clear();
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -341,6 +385,29 @@ static void oom_lazy_eval(void **state) {
     }
     expect_same(ref, nref, want, 16, "lazy eval", 0);
     every_fault(lazy_eval, "lazy eval", ref, nref, total);
+    uninstall();
+}
+
+static void oom_compiled_step(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(compiled_step, ref, &nref);
+    /* the oracle: the same steps eagerly */
+    double want[13];
+    nb_scope_begin();
+    nb_tensor *w = nb_from_data((double[]){0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9}, NB_SHAPE(3, 3), NB_F64);
+    nb_tensor *xv = nb_from_data(CX, NB_SHAPE(2, 3), NB_F64);
+    for (int r = 0; r < 2; r++) {
+        nb_tensor *h = nb_matmul(xv, w);
+        assert_int_equal(nb_copy_to_host(nb_sum(nb_exp(h), NB_AXES(-1), false), want + 2 * r, 2 * sizeof(double)), NB_OK);
+        w = nb_sub(w, nb_mul(nb_sum(nb_softmax(h, -1), NB_AXES(0), false), 0.1));
+    }
+    assert_int_equal(nb_copy_to_host(w, want + 4, 9 * sizeof(double)), NB_OK);
+    nb_scope_end();
+    expect_same(ref, nref, want, 13, "compiled step", 0);
+    every_fault(compiled_step, "compiled step", ref, nref, total);
     uninstall();
 }
 
@@ -507,7 +574,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
