@@ -1511,8 +1511,13 @@ nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev);
  * must be given, even one the outputs do not depend on.  An output that is
  * an input or param of the graph is that argument's tensor itself (a new
  * reference), and an output that is a view of one (reshape, slice, …)
- * shares its storage: copy it (nb_clone) before writing into either.  A
- * plan may be run from several threads at once.  It keeps what its last
+ * shares its storage: copy it (nb_clone) before writing into either; an
+ * output that is a constant of the graph (or a view of one) is a copy, so
+ * writing into it changes no later run.  Softmax, log_softmax and
+ * logsumexp over an axis whose size is a symbolic dim need that size to be
+ * at least 1 when the graph runs (NB_ERR_SHAPE otherwise; eagerly, and with
+ * a concrete size, an empty axis works).  A plan may be run from several
+ * threads at once.  It keeps what its last
  * successful run worked out (each op's concrete sizes and result metadata)
  * for the next: a run whose symbolic dims bind to the same sizes skips
  * working them out again (one run at a time uses this; concurrent runs
@@ -1534,10 +1539,14 @@ nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_te
  * outputs.  Errors as nb_compiled_run, plus, naming the output:
  * NB_ERR_DTYPE, NB_ERR_SHAPE, NB_ERR_DEVICE (a destination that does not
  * match), NB_ERR_STATE (a destination that requires grad while recording:
- * run under nb_no_grad_begin), NB_ERR_ARG (two destinations sharing memory).
- * Destinations are checked before anything runs; an error while the steps
- * run (out of memory) may leave a destination written in place partly
- * updated.
+ * run under nb_no_grad_begin), NB_ERR_ARG (two destinations sharing memory,
+ * a destination with two elements at one address — a broadcast view —, a
+ * destination in the memory of one of the graph's constants).  Memory is
+ * compared by address ranges, so tensors borrowing the same buffer
+ * (nb_from_blob) count as sharing it.  Destinations are checked before
+ * anything runs; an error while the steps run (out of memory, an index out
+ * of range found in the data) may leave a destination written in place
+ * partly updated.
  */
 nb_status nb_compiled_run_into(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                                nb_tensor **outputs);

@@ -599,6 +599,99 @@ static void run_into_updates_in_place(void **state) {
     nb_graph_release(g);
 }
 
+/* Found by a break-it trial: a kernel's f32 [2, 4] output placed over a dying f64 [1, 4] load it
+ * reads broadcast (as many bytes): in place only over a load of the output's own shape. */
+static void in_place_never_over_a_broadcast_load(void **state) {
+    (void)state;
+    nb_tensor *xv = NBT(nb_from_data((double[]){1, 2, 3, 4, 5, 7, 9, 11}, NB_SHAPE(2, 4), NB_F64));
+    nb_graph *g = nb_graph_begin("bcast");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(2, 4)));
+    nb_tensor *d = nb_cast(nb_sub(x, nb_mean(x, NB_AXES(0), true)), NB_F32);
+    assert_int_equal(nb_graph_output(g, "y", nb_sum(d, NB_AXES(0), false)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *want = nb_sum(nb_cast(nb_sub(xv, nb_mean(xv, NB_AXES(0), true)), NB_F32), NB_AXES(0), false);
+    assert_true(same_bits(want, run1(c, xv), "broadcast load"));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
+/* Found by a break-it trial: destinations receive what the graph computed from the arguments as
+ * they were, whatever else is written (an output that is the param itself; a swap of two params;
+ * a view of a param); constant outputs are copies; stride-0 or overlapping destinations, and ones
+ * in a constant's memory, are refused before anything runs; more than 96 outputs run. */
+static void destinations_see_the_arguments_as_they_were(void **state) {
+    (void)state;
+    nb_tensor *w = NBT(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32)), *d = NBT(nb_zeros(NB_SHAPE(3), NB_F32));
+    nb_tensor *dt = NBT(nb_zeros(NB_SHAPE(3), NB_F32));
+    nb_graph *g = nb_graph_begin("sgd");
+    nb_tensor *gw = NBT(nb_graph_param(g, "w", w));
+    assert_int_equal(nb_graph_output(g, "w_new", nb_sub(gw, 0.5)), NB_OK);
+    assert_int_equal(nb_graph_output(g, "w_old", gw), NB_OK);
+    assert_int_equal(nb_graph_output(g, "w_flip", nb_flip(gw, NULL, 0)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *o[3] = {w, d, dt};
+    assert_int_equal(nb_compiled_run_into(c, 0, NULL, NULL, 3, o), NB_OK);
+    assert_true(same_bits(NBT(nb_from_data((float[]){0.5f, 1.5f, 2.5f}, NB_SHAPE(3), NB_F32)), w, "w"));
+    assert_true(same_bits(NBT(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32)), d, "old w"));
+    assert_true(same_bits(NBT(nb_from_data((float[]){3, 2, 1}, NB_SHAPE(3), NB_F32)), dt, "old w flipped"));
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    /* a swap */
+    nb_tensor *a = NBT(nb_from_data((float[]){1, 2}, NB_SHAPE(2), NB_F32)), *b = NBT(nb_from_data((float[]){10, 20}, NB_SHAPE(2), NB_F32));
+    g = nb_graph_begin("swap");
+    nb_tensor *ga = NBT(nb_graph_param(g, "a", a)), *gb = NBT(nb_graph_param(g, "b", b));
+    assert_int_equal(nb_graph_output(g, "a_new", gb), NB_OK);
+    assert_int_equal(nb_graph_output(g, "b_new", ga), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *o2[2] = {a, b};
+    assert_int_equal(nb_compiled_run_into(c, 0, NULL, NULL, 2, o2), NB_OK);
+    assert_true(nbt_at(a, 0) == 10 && nbt_at(a, 1) == 20 && nbt_at(b, 0) == 1 && nbt_at(b, 1) == 2);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    /* a constant output is a copy; a destination in a constant's memory is refused */
+    nb_tensor *k = NBT(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32));
+    g = nb_graph_begin("const");
+    nb_tensor *gk = NBT(nb_graph_constant(g, k));
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(3)));
+    assert_int_equal(nb_graph_output(g, "k", gk), NB_OK);
+    assert_int_equal(nb_graph_output(g, "y", nb_add(x, gk)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *xv = NBT(nb_ones(NB_SHAPE(3), NB_F32)), *r[2];
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 2, r), NB_OK);
+    assert_int_equal(nb_fill_(r[0], 100), NB_OK);
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 2, r), NB_OK);
+    assert_true(nbt_at(r[1], 0) == 2 && nbt_at(r[1], 2) == 4);
+    nb_tensor *into[2] = {NULL, k};
+    assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"x"}, &xv, 2, into), NB_ERR_ARG);
+    assert_non_null(strstr(nb_last_message(), "constant"));
+    nb_clear_error();
+    nb_tensor *zero_stride = NBT(nb_expand(NBT(nb_zeros(NB_SHAPE(1), NB_F32)), NB_SHAPE(3)));
+    into[1] = zero_stride;
+    assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"x"}, &xv, 2, into), NB_ERR_ARG);
+    nb_clear_error();
+    nb_compiled_release(c);
+    nb_graph_release(g);
+    /* 120 outputs through nb_compiled_run */
+    g = nb_graph_begin("many");
+    x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(3)));
+    for (int i = 0; i < 120; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "o%d", i);
+        assert_int_equal(nb_graph_output(g, nm, nb_mul(x, (double)i)), NB_OK);
+    }
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *many[120];
+    assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 120, many), NB_OK);
+    assert_true(nbt_at(many[119], 0) == 119);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 /* The report names each kernel's ops and each missed fusion's reason. */
 static void report_names_kernels_and_misses(void **state) {
     (void)state;
@@ -645,6 +738,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(plan_reuses_and_works_in_place, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(run_into_updates_in_place, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(report_names_kernels_and_misses, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(in_place_never_over_a_broadcast_load, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(destinations_see_the_arguments_as_they_were, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

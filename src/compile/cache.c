@@ -111,9 +111,12 @@ static bool values_on(nb_graph *g, nb_device dev) {
     for (int i = 0; i < g->n; i++) {
         const nb_gnode *nd = &g->nodes[i];
         if (nd->value && !nb__same_device(nd->value->storage->device, dev)) {
-            nb__error(NB_ERR_DEVICE, "graph_compile: graph '%s': %s %s%s%s is on another device than the one compiled for",
-                      g->name, nd->kind == NB_GNODE_PARAM ? "param" : "constant", nd->name ? "'" : "",
-                      nd->name ? nd->name : "", nd->name ? "'" : "");
+            if (nd->name)
+                nb__error(NB_ERR_DEVICE, "graph_compile: graph '%s': param '%s' is on another device than the one "
+                          "compiled for", g->name, nd->name);
+            else /* C scalars are captured on the device of the graph's inputs (the CPU) */
+                nb__error(NB_ERR_DEVICE, "graph_compile: graph '%s': constant (node %d%s) is on another device than "
+                          "the one compiled for", g->name, i, nd->value->weak ? ", a C scalar" : "");
             return false;
         }
     }

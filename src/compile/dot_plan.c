@@ -67,8 +67,8 @@ char *nb_compiled_to_dot(const nb_compiled *c) {
         nb__dot_edges(&b, g, s->node[k]);
     }
     for (int i = 0; i < g->n_outputs; i++)
-        nb__text_printf(&b, "  out%d [shape=doubleoctagon, label=\"output %d\"];\n  n%d -> out%d;\n", i, i,
-                        (int)g->outputs[i].node, i);
+        nb__text_printf(&b, "  out%d [shape=doubleoctagon, label=\"output %s\"];\n  n%d -> out%d;\n", i,
+                        nb__dot_escape((char[128]){0}, g->output_names[i]), (int)g->outputs[i].node, i);
     nb__text_printf(&b, "}\n");
     return nb__text_done(&b, "compiled_to_dot");
 }

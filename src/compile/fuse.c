@@ -18,7 +18,10 @@
 
 #include <string.h>
 
-enum { MAX_MEMBERS = 64 };
+/* Bounds on a group while it grows: its nodes (each gives an instruction and perhaps two casts,
+ * within NB_FK_MAX_INSTR) and the values it reads from outside (leaving room among the kernel's
+ * NB_FK_MAX_IO operands for its outputs), so that every group becomes a kernel. */
+enum { MAX_MEMBERS = NB_FK_MAX_INSTR / 3, MAX_LOADS = NB_FK_MAX_IO * 2 / 3 };
 
 typedef struct fgrp {
     int64_t dom[NB_MAX_DIMS];
@@ -224,6 +227,32 @@ static bool makes_cycle(fuser *F, int32_t n, const int32_t *roots, int k) {
     return false;
 }
 
+/* How many distinct values node n and the groups roots[0..k) read from outside themselves
+ * (counting stops past MAX_LOADS). */
+static int outside_values(fuser *F, int32_t n, const int32_t *roots, int k) {
+    const nb_graph *g = F->g;
+    uint32_t in_set = ++F->epoch;
+    int32_t members[MAX_MEMBERS + 1], nm = 0, seen[MAX_LOADS + 1];
+    members[nm++] = n;
+    F->mark[n] = in_set;
+    for (int i = 0; i < k; i++)
+        for (int32_t x = F->grp[roots[i]].head; x >= 0 && nm <= MAX_MEMBERS; x = F->next[x]) {
+            members[nm++] = x;
+            F->mark[x] = in_set;
+        }
+    int ns = 0;
+    for (int m = 0; m < nm && ns <= MAX_LOADS; m++)
+        for (int i = 0; i < g->nodes[members[m]].n_in && ns <= MAX_LOADS; i++) {
+            nb_gval v = g->nodes[members[m]].in[i];
+            if (v.node < 0 || F->mark[v.node] == in_set) continue;
+            int32_t sl = nb__slot(v);
+            bool dup = false;
+            for (int j = 0; j < ns && !dup; j++) dup = seen[j] == sl;
+            if (!dup) seen[ns++] = sl;
+        }
+    return ns;
+}
+
 /* ---- grouping ---- */
 
 /* Join node n with the groups roots[0..k) (n alone when k = 0); false (reason in *why) when
@@ -265,7 +294,7 @@ static bool try_join(fuser *F, int32_t n, const int32_t *roots, int k, uint8_t *
                 return false;
             }
         }
-    if (count > MAX_MEMBERS) {
+    if (count > MAX_MEMBERS || outside_values(F, n, roots, k) > MAX_LOADS) {
         *why = NB_FUSE_MISS_LIMIT;
         return false;
     }

@@ -58,6 +58,14 @@ static bool aliases_input(nb_op op) {
     return k == NB_KIND_VIEW || k == NB_KIND_COPY;
 }
 
+/* Do slots a and b hold values of one shape and element size (element i of one at the place of
+ * element i of the other: a broadcast load of as many bytes does not count)? */
+static bool same_layout(const nb_graph *g, int32_t a, int32_t b) {
+    const nb_meta *ma = &g->nodes[a / NB_MAX_OUTS].out[a % NB_MAX_OUTS], *mb = &g->nodes[b / NB_MAX_OUTS].out[b % NB_MAX_OUTS];
+    return nb_dtype_size(ma->dtype) == nb_dtype_size(mb->dtype) && ma->ndim == mb->ndim &&
+           !memcmp(ma->shape, mb->shape, sizeof(int64_t) * (size_t)ma->ndim);
+}
+
 /* The instruction of kernel f that reads load j last (program order), -1 when none. */
 static int last_reader(const nb_fstep *f, int j) {
     int last = -1;
@@ -202,7 +210,7 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
             for (int j = 0; j < f->k.nin; j++) {
                 int32_t ls = f->load_slot[j];
                 if (taken[j] || !planned[ls] || p->end[ls] != k || f->k.in_level[j] != NB_FL_FULL ||
-                    f->load_outer[j] || p->size[ls] != p->size[os] || last_reader(f, j) > w)
+                    f->load_outer[j] || !same_layout(g, ls, os) || last_reader(f, j) > w)
                     continue;
                 bool viewed = false; /* another load reading the same buffer (a view of it) */
                 for (int j2 = 0; j2 < f->k.nin; j2++) viewed |= j2 != j && root[f->load_slot[j2]] == ls;

@@ -22,8 +22,8 @@ static const char *const MISS_REASON[NB_FUSE_MISS_COUNT] = {
 /* A node of a fusible kind left alone (what the report lists as a missed fusion). */
 static bool missed(uint8_t why) { return why != NB_FUSE_OK && why != NB_FUSE_MISS_KIND; }
 
-nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st) {
-    if (!c || !st) return nb__error_set(NB_ERR_NULL, "compiled_stats_get: plan or result is NULL");
+/* The numbers of c into *st (c and st not NULL). */
+static void stats_of(const nb_compiled *c, nb_compiled_stats *st) {
     const nb_schedule *s = &c->s;
     *st = (nb_compiled_stats){.graph_ops = c->passes.nodes_before, .ops = s->nops, .merged = c->passes.cse,
                               .folded = c->passes.folded, .simplified = c->passes.simplified, .dead = c->passes.dead,
@@ -36,19 +36,29 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st) {
         st->live_bytes = c->run.mem.live_peak;
         st->arena_bytes = c->run.mem.arena;
     }
+}
+
+nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st) {
+    if (!c || !st) return nb__error_set(NB_ERR_NULL, "compiled_stats_get: plan or result is NULL");
+    stats_of(c, st);
     return NB_OK;
 }
 
 char *nb_compiled_report(const nb_compiled *c) {
+    if (!c) {
+        nb__error_set(NB_ERR_NULL, "compiled_report: plan is NULL");
+        return NULL;
+    }
     nb_compiled_stats st;
-    if (nb_compiled_stats_get(c, &st) != NB_OK) return NULL;
+    stats_of(c, &st);
     const nb_graph *g = c->g;
     const nb_schedule *s = &c->s;
     nb__text b = {0};
     nb__text_printf(&b, "plan of graph '%s': %d ops; passes: %d merged, %d folded, %d simplified, %d dead -> %d ops\n",
                     g->name, st.graph_ops, st.merged, st.folded, st.simplified, st.dead, st.ops);
-    nb__text_printf(&b, "steps: %d (%d fused kernels holding %d ops, %d ops alone)\n", st.steps, st.kernels,
-                    st.fused_ops, st.steps - st.kernels);
+    nb__text_printf(&b, "steps: %d (%d fused kernels holding %d ops, %d ops alone)%s\n", st.steps, st.kernels,
+                    st.fused_ops, st.steps - st.kernels, s->fused || st.missed ? "" : nb_fusion_mode()[1] == 'f'
+                                                                                         ? "; fusion off (NB_FUSE=0)" : "");
     for (int f = 0; f < s->nfused; f++) {
         const nb_fstep *k = &s->fused[f];
         nb__text_printf(&b, "  kernel %d: %s over [", f, k->k.nred ? "row reductions" : "elementwise");
@@ -58,12 +68,21 @@ char *nb_compiled_report(const nb_compiled *c) {
         }
         nb__text_printf(&b, "], %d loads, %d outputs:", k->k.nin, k->k.nout);
         for (int i = 0; i < k->nmember; i++) nb__text_printf(&b, " %s", nb__ops[g->nodes[k->member[i]].op].name);
+        if (c->run.valid && c->run.fell_back && c->run.fell_back[f])
+            nb__text_printf(&b, "; the last run ran these ops one by one (the backend declined: rows longer than it "
+                                "takes, or a reduced input that is not one contiguous run)");
         nb__text_printf(&b, "\n");
     }
     nb__text_printf(&b, "missed fusions: %d\n", st.missed);
     for (int id = 0; id < g->n; id++)
-        if (missed(s->miss[id]))
-            nb__text_printf(&b, "  node %d %s: %s\n", id, nb__ops[g->nodes[id].op].name, MISS_REASON[s->miss[id]]);
+        if (missed(s->miss[id])) {
+            const nb_gnode *nd = &g->nodes[id];
+            nb__text_printf(&b, "  node %d %s: %s", id, nb__ops[nd->op].name, MISS_REASON[s->miss[id]]);
+            if (s->miss[id] == NB_FUSE_MISS_DTYPE)
+                nb__text_printf(&b, " (%s from %s)", nb_dtype_name(nd->out[0].dtype),
+                                nd->n_in ? nb_dtype_name(nb__gval_meta(g, nd->in[0])->dtype) : "nothing");
+            nb__text_printf(&b, "\n");
+        }
     if (c->run.valid)
         nb__text_printf(&b, "memory of the last run: intermediates %lld bytes (op by op), %lld written by the plan, "
                         "liveness bound %lld, arena %lld\n", (long long)st.intermediate_bytes,

@@ -15,7 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *OP = "compiled_run";
+/* The public function a run was called through, for messages (compiled_run or compiled_run_into). */
+static _Thread_local const char *OP = "compiled_run";
 
 /* The INPUT or PARAM node named name, -1 when none. */
 static int32_t find_named(const nb_graph *g, const char *name) {
@@ -156,6 +157,7 @@ typedef struct run_env {
     const nb_mplan *mem;
     nb_storage *arena;
     bool nofuse;
+    bool *fell_back;                   /* per kernel, when the run cache is in hand */
     int ndirect;                       /* outputs a kernel writes straight into a destination */
     int32_t direct_slot[NB_FK_MAX_IO * 4];
     nb_tensor *direct[NB_FK_MAX_IO * 4];
@@ -228,6 +230,7 @@ static nb_status run_node(const run_env *e, int32_t id, bool reuse, nb_attrs *a,
  * other than the kernel's outputs are then dropped. */
 static nb_status run_kernel(const run_env *e, const nb_fstep *f) {
     nb_status st = e->nofuse ? NB_ERR_UNSUPPORTED : run_fused(e, f);
+    if (e->fell_back) e->fell_back[f - e->c->s.fused] = st == NB_ERR_UNSUPPORTED;
     if (st != NB_ERR_UNSUPPORTED) return st;
     st = NB_OK;
     for (int i = 0; i < f->nmember && st == NB_OK; i++) {
@@ -298,6 +301,8 @@ static nb_storage *arena_for(nb_run_cache *rc, nb_device dev) {
 
 void nb__run_cache_free(nb_run_cache *rc) {
     nb__mplan_free(&rc->mem);
+    nb__free(rc->fell_back);
+    rc->fell_back = NULL;
     if (rc->arena) nb__storage_release(rc->arena);
     rc->arena = NULL;
     nb__free(rc->slot);
@@ -319,7 +324,8 @@ static nb_run_cache *take_run_cache(nb_compiled *c, size_t nslots) {
         rc->slot = nb__calloc(nslots ? nslots : 1, sizeof *rc->slot);
         rc->attrs = nb__malloc(sizeof *rc->attrs * n);
         rc->meta = nb__malloc(sizeof *rc->meta * n * NB_MAX_OUTS);
-        if (!rc->slot || !rc->attrs || !rc->meta) {
+        rc->fell_back = nb__calloc((size_t)c->s.nfused + 1, sizeof *rc->fell_back);
+        if (!rc->slot || !rc->attrs || !rc->meta || !rc->fell_back) {
             nb__run_cache_free(rc);
             atomic_store(&rc->busy, false);
             return NULL;
@@ -354,44 +360,78 @@ static int kernel_step_of(const nb_compiled *c, int32_t s, const nb_fstep **f, i
     return -1;
 }
 
-/* Can output slot s go straight into dest?  When a kernel computes it, dest is contiguous, and
- * no argument sharing dest's storage is read after that kernel — or, read in it, only as an
- * elementwise load laid out as dest and read for the last time no later than the output is
- * written (each element read before it is overwritten). */
-static bool can_write_direct(const run_env *e, int32_t s, const nb_tensor *dest) {
+/* Do two host tensors' elements share any bytes (their strided extents intersect)? */
+static bool overlaps(const nb_tensor *a, const nb_tensor *b) {
+    if (a->storage->data != b->storage->data && a->storage != b->storage) {
+        int64_t alo, ahi, blo, bhi;
+        if (!nb__numel(a) || !nb__numel(b)) return false;
+        if (!nb__strided_extent(a->shape, a->stride, a->ndim, &alo, &ahi) ||
+            !nb__strided_extent(b->shape, b->stride, b->ndim, &blo, &bhi))
+            return true;
+        const char *pa = nb__ptr(a), *pb = nb__ptr(b);
+        size_t ea = nb_dtype_size(a->dtype), eb = nb_dtype_size(b->dtype);
+        return pa + alo * (int64_t)ea < pb + (bhi + 1) * (int64_t)eb && pb + blo * (int64_t)eb < pa + (ahi + 1) * (int64_t)ea;
+    }
+    return nb__numel(a) && nb__numel(b);
+}
+
+/* The leaf (input, param or constant node) whose storage value v of g shares through views and
+ * copies that may return their input, -1 when v is computed afresh. */
+static int32_t leaf_of(const nb_graph *g, nb_gval v) {
+    for (;;) {
+        const nb_gnode *nd = &g->nodes[v.node];
+        if (nd->kind != NB_GNODE_OP) return v.node;
+        nb_op_kind k = nb__ops[nd->op].kind;
+        if ((k != NB_KIND_VIEW && k != NB_KIND_COPY) || nd->in[0].node < 0) return -1;
+        v = nd->in[0];
+    }
+}
+
+/* Can output i (value slot s) go straight into dest?  When a kernel computes it, dest is
+ * contiguous, no other output is an argument (or a view of one) in dest's memory (it is read
+ * after the steps), and no argument in dest's memory is read after that kernel — or, read in it,
+ * only as an elementwise load laid out as dest and read for the last time no later than the
+ * output is written (each element read before it is overwritten). */
+static bool can_write_direct(const run_env *e, int i, int32_t s, const nb_tensor *dest) {
     const nb_compiled *c = e->c;
+    const nb_graph *g = c->g;
     const nb_fstep *f;
     int o, k;
     if (!e->mem || !nb_is_contiguous(dest) || (k = kernel_step_of(c, s, &f, &o)) < 0) return false;
+    for (int j = 0; j < g->n_outputs; j++) {
+        int32_t l = leaf_of(g, g->outputs[j]);
+        if (j != i && l >= 0 && overlaps(e->slot[nb__slot((nb_gval){l, 0})], dest)) return false;
+    }
     int w = f->k.out_val[o] - f->k.nin; /* the instruction writing it */
-    for (int id = 0; id < c->g->n; id++) {
+    for (int id = 0; id < g->n; id++) {
         int32_t l = nb__slot((nb_gval){id, 0});
-        const nb_tensor *a = c->g->nodes[id].kind == NB_GNODE_OP ? NULL : e->slot[l];
-        if (!a || a->storage != dest->storage || e->mem->end[l] < k) continue;
+        const nb_tensor *a = g->nodes[id].kind == NB_GNODE_OP ? NULL : e->slot[l];
+        if (!a || !overlaps(a, dest) || e->mem->end[l] < k) continue;
         if (e->mem->end[l] > k || f->k.nred) return false;
-        bool same_layout = a->offset == dest->offset && a->ndim == dest->ndim &&
+        bool same_layout = a->storage == dest->storage && a->offset == dest->offset && a->ndim == dest->ndim &&
                            !memcmp(a->shape, dest->shape, sizeof(int64_t) * (size_t)a->ndim) &&
                            !memcmp(a->stride, dest->stride, sizeof(int64_t) * (size_t)a->ndim);
         for (int j = 0; j < f->k.nin; j++) {
             if (e->mem->root[f->load_slot[j]] != l) continue;
             if (f->load_slot[j] != l || !same_layout || f->k.in_level[j] != NB_FL_FULL || f->load_outer[j]) return false;
             for (int q = w + 1; q < f->k.ninstr; q++)
-                for (int i = 0; i < 3; i++)
-                    if (f->k.instr[q].in[i] == j) return false;
+                for (int x = 0; x < 3; x++)
+                    if (f->k.instr[q].in[x] == j) return false;
         }
     }
     return true;
 }
 
 /* The destinations of run_into: each of output i's dtype and shape (as bound) on c's device,
- * writable, none sharing memory with another. */
+ * writable (nb__writable: no two elements at one address, not tracked while recording), in no
+ * constant's memory, none sharing memory with another. */
 static nb_status check_dests(const nb_compiled *c, nb_tensor *const *dest, int nout, const nb_dim_binding *bind) {
     const nb_graph *g = c->g;
     for (int i = 0; i < nout; i++) {
         nb_tensor *d = dest[i];
         if (!d) continue;
         const char *name = g->output_names[i];
-        if (!nb__check_concrete(OP, d)) return nb_last_status();
+        if (!nb__writable(OP, d)) return nb_last_status();
         if (!nb__same_device(d->storage->device, c->dev))
             return nb__error(NB_ERR_DEVICE, "%s: destination of output '%s' is on another device", OP, name);
         nb_meta m = g->nodes[g->outputs[i].node].out[g->outputs[i].out];
@@ -404,15 +444,39 @@ static nb_status check_dests(const nb_compiled *c, nb_tensor *const *dest, int n
         if (d->ndim != m.ndim || memcmp(d->shape, m.shape, sizeof(int64_t) * (size_t)m.ndim))
             return nb__error(NB_ERR_SHAPE, "%s: destination of output '%s' has shape %s, the output %s", OP, name,
                              NB_SHAPE_STR(d), NB_DIMS_STR(m.shape, m.ndim));
-        if (d->requires_grad && nb_grad_enabled())
-            return nb__error(NB_ERR_STATE, "%s: destination of output '%s' requires grad while recording (use no_grad)",
-                             OP, name);
+        for (int id = 0; id < g->n; id++)
+            if (g->nodes[id].kind == NB_GNODE_CONST && overlaps(g->nodes[id].value, d))
+                return nb__error(NB_ERR_ARG, "%s: destination of output '%s' is in the memory of a constant of graph "
+                                 "'%s' (node %d): writing it would change later runs", OP, name, g->name, id);
         for (int j = 0; j < i; j++)
-            if (dest[j] && dest[j]->storage == d->storage)
+            if (dest[j] && overlaps(dest[j], d))
                 return nb__error(NB_ERR_ARG, "%s: destinations of outputs '%s' and '%s' share memory", OP,
                                  g->output_names[j], name);
     }
     return NB_OK;
+}
+
+/* After the steps: each destination not written directly gets its value.  Values in a
+ * destination's memory (an argument, or a view of one, that another destination overwrites:
+ * w_new into w while w itself is an output) are copied apart first, so every destination
+ * receives what the graph computed from the arguments as they were. */
+static nb_status fill_dests(const nb_graph *g, nb_tensor **slot, nb_tensor *const *dest, int nout) {
+    nb_status st = NB_OK;
+    nb_tensor *src[NB_FK_MAX_IO * 4] = {0};
+    nb_no_grad_begin();
+    for (int i = 0; st == NB_OK && i < nout; i++) {
+        nb_tensor *v = slot[nb__slot(g->outputs[i])];
+        if (!dest[i] || v == dest[i]) continue;
+        bool hit = false;
+        for (int j = 0; j < nout && !hit; j++) hit = dest[j] && overlaps(v, dest[j]);
+        src[i] = hit ? nb__scope_take(nb_clone(v)) : nb_retain(v);
+        if (!src[i]) st = nb_last_status();
+    }
+    for (int i = 0; st == NB_OK && i < nout; i++)
+        if (src[i]) st = nb_copy_(dest[i], src[i]);
+    for (int i = 0; i < nout; i++) nb_release(src[i]);
+    nb_no_grad_end();
+    return st;
 }
 
 static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
@@ -431,11 +495,12 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
     nb_dim_binding bind = {0};
     nb_status st = bind_args(c, n, names, values, slot, &bind);
     nb_tensor *dest[NB_FK_MAX_IO * 4] = {0}; /* run_into's destinations (a copy: outputs is overwritten) */
-    if (into && nout > (int)(sizeof dest / sizeof dest[0]))
+    int ndest = into ? nout : 0;
+    if (ndest > (int)(sizeof dest / sizeof dest[0]))
         st = nb__error(NB_ERR_ARG, "%s: at most %d outputs go into destinations, %d asked", OP,
                        (int)(sizeof dest / sizeof dest[0]), nout);
-    for (int i = 0; into && st == NB_OK && i < nout; i++) dest[i] = outputs[i];
-    if (into && st == NB_OK) st = check_dests(c, dest, nout, &bind);
+    for (int i = 0; st == NB_OK && i < ndest; i++) dest[i] = outputs[i];
+    if (ndest && st == NB_OK) st = check_dests(c, dest, ndest, &bind);
     if (st == NB_OK) {
         bool weak = false; /* a weak scalar argument may promote otherwise: no reuse */
         for (int i = 0; i < n; i++) weak |= values[i]->weak;
@@ -449,32 +514,35 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
         if (rc && !weak && st == NB_OK) {
             e.mem = &rc->mem;
             e.arena = arena_for(rc, c->dev);
+            e.fell_back = rc->fell_back;
         }
-        for (int i = 0; st == NB_OK && i < nout; i++) {
+        for (int i = 0; st == NB_OK && i < ndest; i++) {
             int32_t os = nb__slot(g->outputs[i]);
-            if (dest[i] && !direct_dest(&e, os) && can_write_direct(&e, os, dest[i])) {
+            if (dest[i] && !direct_dest(&e, os) && can_write_direct(&e, i, os, dest[i])) {
                 e.direct_slot[e.ndirect] = os;
                 e.direct[e.ndirect++] = dest[i];
             }
         }
         if (st == NB_OK) st = run_schedule(&e, rc, reuse);
-        /* the other destinations are copied into once every step has run (they may be arguments) */
-        for (int i = 0; st == NB_OK && i < nout; i++) {
-            nb_tensor *v = slot[nb__slot(g->outputs[i])];
-            if (dest[i] && v != dest[i]) {
-                nb_no_grad_begin();
-                st = nb_copy_(dest[i], v);
-                nb_no_grad_end();
-            }
-        }
+        if (st == NB_OK && ndest) st = fill_dests(g, slot, dest, ndest);
         if (rc && st == NB_OK && !weak) {
             rc->valid = true;
             rc->bind = bind;
         }
     }
-    if (st == NB_OK)
-        for (int i = 0; i < nout; i++)
-            if (!dest[i]) outputs[i] = nb__own(nb_retain(slot[nb__slot(g->outputs[i])]));
+    /* outputs: new references, a copy where the value is a constant's memory (writing into the
+     * result must not change the plan's constant) */
+    for (int i = 0; st == NB_OK && i < nout; i++) {
+        if (i < ndest && dest[i]) continue;
+        int32_t l = leaf_of(g, g->outputs[i]);
+        nb_tensor *v = slot[nb__slot(g->outputs[i])];
+        outputs[i] = l >= 0 && g->nodes[l].kind == NB_GNODE_CONST ? nb_clone(v) : nb__own(nb_retain(v));
+        if (!outputs[i]) {
+            st = nb_last_status();
+            while (i-- > 0)
+                if (!(i < ndest && dest[i])) nb_release(outputs[i]);
+        }
+    }
     for (size_t i = 0; i < nslots; i++) {
         nb_release(slot[i]);
         slot[i] = NULL;
@@ -486,10 +554,16 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
 
 nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                           nb_tensor **outputs) {
+    OP = "compiled_run";
     NB_OWN_STATUS(OP, run_impl(c, n, names, values, nout, outputs, false));
 }
 
 nb_status nb_compiled_run_into(nb_compiled *c, int n, const char *const *names, nb_tensor *const *values, int nout,
                                nb_tensor **outputs) {
-    NB_OWN_STATUS("compiled_run_into", run_impl(c, n, names, values, nout, outputs, true));
+    OP = "compiled_run_into";
+    nb__error_frame fr;
+    nb__own_begin(&fr);
+    nb_status st = nb__own_end(&fr, OP, run_impl(c, n, names, values, nout, outputs, true));
+    OP = "compiled_run";
+    return st;
 }

@@ -33,7 +33,7 @@ static bool distinct_elements(const nb_tensor *t, int *axis) {
  * recording (PyTorch's leaf rule), and no two elements that may alias one address
  * (a stride-0 axis, or strides that let axes overlap), which would make the result
  * depend on thread scheduling. */
-static bool inplace_ok(const char *op, nb_tensor *t) {
+bool nb__writable(const char *op, nb_tensor *t) {
     if (!t) {
         nb__error_set(NB_ERR_NULL, "%s: tensor is NULL", op);
         return false;
@@ -87,7 +87,7 @@ static nb_status get_impl(const nb_tensor *t, const int64_t *index, double *out)
 }
 
 static nb_status set_impl(nb_tensor *t, const int64_t *index, double value) {
-    if (!inplace_ok("set", t)) return nb_last_status();
+    if (!nb__writable("set", t)) return nb_last_status();
     int64_t off;
     if (!element_offset("set", t, index, &off)) return nb_last_status();
     nb__store((char *)t->storage->data + off * (int64_t)nb_dtype_size(t->dtype), t->dtype, value);
@@ -136,14 +136,14 @@ static nb_status copy_to_host_impl(const nb_tensor *t, void *dst, size_t nbytes)
     return host_copy("copy_to_host", t, dst, nbytes, true);
 }
 static nb_status copy_from_host_impl(nb_tensor *t, const void *src, size_t nbytes) {
-    if (!inplace_ok("copy_from_host", t)) return nb_last_status();
+    if (!nb__writable("copy_from_host", t)) return nb_last_status();
     return host_copy("copy_from_host", t, (void *)src, nbytes, false);
 }
 
 /* ---- in-place updates ---- */
 
 static nb_status copy_impl(nb_tensor *dst, nb_tensor *src) {
-    if (!inplace_ok("copy_", dst)) return nb_last_status();
+    if (!nb__writable("copy_", dst)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "copy_: src is NULL");
     if (!(src = (nb_tensor *)nb__readable("copy_", src))) return nb_last_status();
     const nb_backend *be = nb__backend_common("copy_", (nb_tensor *[]){dst, src}, 2);
@@ -167,7 +167,7 @@ static nb_status copy_impl(nb_tensor *dst, nb_tensor *src) {
 }
 
 static nb_status fill_impl(nb_tensor *t, double value) {
-    if (!inplace_ok("fill_", t)) return nb_last_status();
+    if (!nb__writable("fill_", t)) return nb_last_status();
     nb_tensor *v = nb__weak_scalar(value, t->storage->device);
     if (!v) return nb_last_status();
     nb_status st = copy_impl(t, v);
@@ -181,7 +181,7 @@ static nb_status apply_inplace(nb_tensor *t, nb_tensor *r) {
 }
 
 static nb_status add_impl(nb_tensor *t, nb_tensor *src, double alpha) {
-    if (!inplace_ok("add_", t)) return nb_last_status();
+    if (!nb__writable("add_", t)) return nb_last_status();
     if (!src) return nb__error_set(NB_ERR_NULL, "add_: src is NULL");
     if (!(src = (nb_tensor *)nb__readable("add_", src))) return nb_last_status();
     nb_no_grad_begin();
@@ -197,7 +197,7 @@ static nb_status add_impl(nb_tensor *t, nb_tensor *src, double alpha) {
 }
 
 static nb_status mul_scalar_impl(nb_tensor *t, double s) {
-    if (!inplace_ok("mul_scalar_", t)) return nb_last_status();
+    if (!nb__writable("mul_scalar_", t)) return nb_last_status();
     nb_no_grad_begin();
     nb_scope_begin();
     nb_status st = apply_inplace(t, nb_mul(t, s));

@@ -215,6 +215,10 @@ void nb__scope_unguard(int prev);
 nb_tensor *nb__own(nb_tensor *t);
 /** Row-major strides for shape. */
 void nb__contiguous_strides(const int64_t *shape, int ndim, int64_t *stride);
+/** The checks shared by every write into an existing tensor t by op (access.c): not NULL, concrete,
+ *  not requiring grad while recording, no two elements at one address.  False with the error set
+ *  (replacing any pending one). */
+bool nb__writable(const char *op, nb_tensor *t);
 /** Lowest / highest element offset, relative to element [0,…], that a non-empty
  *  strided layout reaches; false (no error set) when they overflow int64. */
 bool nb__strided_extent(const int64_t *shape, const int64_t *stride, int ndim, int64_t *lo, int64_t *hi);

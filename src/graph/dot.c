@@ -44,8 +44,7 @@ char *nb__text_done(nb__text *b, const char *op) {
     return NULL;
 }
 
-/* s with '"' and '\' escaped, truncated to fit buf (128 bytes). */
-static const char *escaped(char *buf, const char *s) {
+const char *nb__dot_escape(char *buf, const char *s) {
     size_t n = 0;
     for (; s && *s && n < 120; s++) {
         if (*s == '"' || *s == '\\') buf[n++] = '\\';
@@ -63,13 +62,13 @@ void nb__dot_node(nb__text *b, const nb_graph *g, int32_t id, const char *extra)
     if (nd->kind == NB_GNODE_OP) nb__text_printf(b, "  n%d [label=\"%s", (int)id, nb__ops[nd->op].name);
     else
         nb__text_printf(b, "  n%d [shape=box, label=\"%s%s%s", (int)id, KIND_LABEL[nd->kind], nd->name ? " " : "",
-                        escaped(nm, nd->name));
+                        nb__dot_escape(nm, nd->name));
     for (int j = 0; j < nd->n_out; j++) {
         const nb_meta *m = &nd->out[j];
         nb__text_printf(b, "\\n%s[", nb_dtype_name(m->dtype));
         for (int d = 0; d < m->ndim; d++) {
             char s[64];
-            nb__text_printf(b, d ? ", %s" : "%s", escaped(nm, nb__dim_str(s, m->shape[d])));
+            nb__text_printf(b, d ? ", %s" : "%s", nb__dot_escape(nm, nb__dim_str(s, m->shape[d])));
         }
         nb__text_printf(b, "]");
     }
@@ -94,12 +93,12 @@ char *nb_graph_to_dot(const nb_graph *g) {
     }
     nb__text b = {0};
     char nm[128];
-    nb__text_printf(&b, "digraph \"%s\" {\n", escaped(nm, g->name));
+    nb__text_printf(&b, "digraph \"%s\" {\n", nb__dot_escape(nm, g->name));
     for (int i = 0; i < g->n; i++) nb__dot_node(&b, g, i, NULL);
     for (int i = 0; i < g->n; i++) nb__dot_edges(&b, g, i);
     for (int i = 0; i < g->n_outputs; i++) {
         nb__text_printf(&b, "  out%d [shape=doubleoctagon, label=\"output %s\"];\n", i,
-                        escaped(nm, g->output_names[i]));
+                        nb__dot_escape(nm, g->output_names[i]));
         nb__text_printf(&b, "  n%d -> out%d;\n", (int)g->outputs[i].node, i);
     }
     nb__text_printf(&b, "}\n");

@@ -100,6 +100,8 @@ char *nb__text_done(nb__text *b, const char *op);
 /** The DOT statement of node id of g: `nID [label="<what>\n<dtype>[<shape>]…"]`, extra
  *  (NULL: none) appended to the label as one more line. */
 void nb__dot_node(nb__text *b, const nb_graph *g, int32_t id, const char *extra);
+/** s with '"' and '\' escaped for a DOT label, truncated to fit buf (128 bytes); returns buf. */
+const char *nb__dot_escape(char *buf, const char *s);
 /** The DOT edges into node id of g. */
 void nb__dot_edges(nb__text *b, const nb_graph *g, int32_t id);
 
