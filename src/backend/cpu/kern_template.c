@@ -66,32 +66,74 @@
 
 /* The f32 loops evaluate ops.def's formula in float where that is exact
  * enough (the formula's double literals are narrowed), except the ops given
- * an F32_UNARY form below.  sin, cos and tan: the vmath forms hold for
- * |x| <= NB_VM_TRIG_MAX, so their loops run in blocks of 1024 elements,
- * each scanned afterwards, while in cache, for larger or non-finite inputs,
- * which are recomputed by the f64 loop (ops.def's formula in double). */
-#define F32_TRIG(E) (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN)
+ * an F32_UNARY form below.  Some of those forms hold on a range of inputs
+ * only (f32_in_range): sin, cos and tan for |x| <= NB_VM_TRIG_MAX, gelu for
+ * x >= NB_VM_GELU_MIN.  Their loops run in blocks of 1024 elements, each
+ * first scanned (vectorized) for inputs outside the range, non-finite ones
+ * included.  A block with none gets the form; a block with only those, the
+ * op's F32_SLOW form, which holds everywhere (ops.def's formula in double for
+ * the trig functions, nb_gelu_erfcf for gelu); otherwise the form, and then
+ * the outside inputs, gathered while in cache, are recomputed by the slow
+ * form in one call and scattered back. */
+#define F32_RANGED(E) (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN || NB_OP_##E == NB_OP_GELU)
+#define F32_SLOW(E, expr) (NB_OP_##E == NB_OP_GELU ? nb_gelu_erfcf(x) : (float)(expr))
 
-static inline void f32_run(nb_k_unary all, nb_k_unary f64, bool trig, int64_t n, char *o_, int64_t os,
-                           const char *x_, int64_t xs, double p0, double p1) {
-    if (!trig) {
-        all(n, o_, os, x_, xs, p0, p1);
+static inline bool f32_in_range(nb_op op, float x) {
+    return op == NB_OP_GELU ? x >= NB_VM_GELU_MIN : __builtin_fabsf(x) <= NB_VM_TRIG_MAX;
+}
+
+/* out[i] = 1 where x[i s] is outside the op's range; how many are.  (Byte
+ * flags and an int count: gcc 12 vectorizes neither a bool reduction nor a
+ * loop with a run-time stride, hence the caller's s == 1 case.) */
+static inline __attribute__((always_inline)) int f32_outside(nb_op op, const float *x, int64_t s, int64_t m,
+                                                             uint8_t *out) {
+    int count = 0;
+    for (int64_t i = 0; i < m; i++) {
+        uint8_t f = !f32_in_range(op, x[i * s]);
+        out[i] = f;
+        count += f;
+    }
+    return count;
+}
+
+static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_unary slow, nb_op op, bool ranged,
+                                                           int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,
+                                                           double p0, double p1) {
+    if (!ranged) {
+        form(n, o_, os, x_, xs, p0, p1);
         return;
     }
-    for (int64_t b = 0; b < n; b += 1024) {
-        int64_t m = n - b < 1024 ? n - b : 1024;
+    enum { BLOCK = 1024 };
+    for (int64_t b = 0; b < n; b += BLOCK) {
+        int64_t m = n - b < BLOCK ? n - b : BLOCK;
         char *o = o_ + b * os;
         const char *xb = x_ + b * xs;
-        all(m, o, os, xb, xs, p0, p1);
-        bool big = false;
-        for (int64_t i = 0; i < m; i++) big |= !(__builtin_fabsf(*(const float *)(xb + i * xs)) <= NB_VM_TRIG_MAX);
-        for (int64_t i = 0; big && i < m; i++) {
-            double x = *(const float *)(xb + i * xs), y;
-            if (!(__builtin_fabs(x) <= NB_VM_TRIG_MAX)) {
-                f64(1, (char *)&y, 8, (const char *)&x, 8, p0, p1);
-                *(float *)(o + i * os) = (float)y;
+        const float *xp = (const float *)xb;
+        int64_t s = xs / (int64_t)sizeof(float);
+        uint8_t out[BLOCK + 8];
+        int64_t count = s == 1 ? f32_outside(op, xp, 1, m, out) : f32_outside(op, xp, s, m, out);
+        if (count == m) { /* the slow form holds everywhere */
+            slow(m, o, os, xb, xs, p0, p1);
+            continue;
+        }
+        form(m, o, os, xb, xs, p0, p1);
+        if (count == 0) continue;
+        float xo[BLOCK], yo[BLOCK];
+        int16_t at[BLOCK];
+        int64_t k = 0;
+        memset(out + m, 0, 8);
+        for (int64_t i = 0; i < m; i += 8) { /* words of 8 flags, zero ones skipped */
+            uint64_t w;
+            memcpy(&w, out + i, 8);
+            if (w == 0) continue;
+            for (int64_t j = i; j < i + 8 && j < m; j++) { /* branch-free within the word */
+                at[k] = (int16_t)j;
+                xo[k] = xp[j * s];
+                k += out[j];
             }
         }
+        slow(k, (char *)yo, 4, (const char *)xo, 4, p0, p1);
+        for (int64_t j = 0; j < k; j++) *(float *)(o + at[j] * os) = yo[j];
     }
 }
 
@@ -102,6 +144,11 @@ static inline void f32_run(nb_k_unary all, nb_k_unary f64, bool trig, int64_t n,
         (void)p0; (void)p1;                                                                  \
         U_BODY(float, float, F32_UNARY_##E(expr))                                            \
     }                                                                                        \
+    static void u_##E##_f32_slow(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs, \
+                                 double p0, double p1) {                                     \
+        (void)p0; (void)p1;                                                                  \
+        U_BODY(float, float, F32_SLOW(E, expr))                                              \
+    }                                                                                        \
     static void u_##E##_f64(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
         (void)p0; (void)p1;                                                                  \
@@ -109,7 +156,7 @@ static inline void f32_run(nb_k_unary all, nb_k_unary f64, bool trig, int64_t n,
     }                                                                                        \
     static void u_##E##_f32(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
-        f32_run(u_##E##_f32_all, u_##E##_f64, F32_TRIG(E), n, o_, os, x_, xs, p0, p1);       \
+        f32_run(u_##E##_f32_all, u_##E##_f32_slow, NB_OP_##E, F32_RANGED(E), n, o_, os, x_, xs, p0, p1); \
     }
 #define GEN_BINARY(E, name, dt, expr)                                                        \
     static void b_##E##_f32(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \

@@ -232,14 +232,48 @@ static inline float nb_log1pf(float x) {
     return x < __builtin_inff() ? y : x; /* +inf and NaN */
 }
 
-/* ---- erf, erfc, gelu -----------------------------------------------------
- * erfc(a) for a >= 0 is written e^{-a^2} t P(t - 0.58) with t = 1 / (1 + a/2)
- * (the change of variable of Numerical Recipes' erfcc; P of degree 10 is our
- * fit on a in [0, 10.5], relative error 2^-28): relative accuracy all the
- * way down, which gelu's left tail needs.  t and t - 0.58 are formed in
- * double (a float t would carry its rounding into P at 2x).  e^{-a^2} needs
- * a^2 without rounding: the caller passes it as h + l with h = ah^2 exact (ah
- * = a with the low 12 mantissa bits cleared) and l = (a - ah)(a + ah). */
+/* ---- erf, gelu ------------------------------------------------------------
+ * Both come from the Gaussian tail Q(a) = Phi(-a) = erfc(a/sqrt2)/2 (so
+ * erfc(z) = 2 Q(z sqrt2)), written e^{-a^2/2} R(a) with R(a) = erfcx(a/sqrt2)/2
+ * smooth: 1/2 at 0, 0.07 at 5.75, ~1/(a sqrt(2 pi)) beyond.  e^{-a^2/2} needs
+ * a^2 without rounding: the caller passes a^2/2 as h + l, from its argument
+ * with the low 12 mantissa bits cleared (nb_vm_high_half; its square is
+ * exact) and the rest.  (erf passes z^2 from z itself with a = z sqrt2
+ * rounded: that rounding moves R by under 2^-24 relative, which the absolute
+ * accuracy its tail needs absorbs.)
+ *
+ * nb_vm_gauss_tail (a in [0, 5.75]): R = N(a)/D(a) in float, N of degree 3 and
+ * D of degree 4 with positive coefficients (our fit, scripts/fit_gauss_tail.py:
+ * Sanathanan-Koerner iterations with Lawson's reweighting toward minimax,
+ * coefficients rounded to float one at a time and the rest refitted).
+ * Relative error 2^-25.2 on [0, 4], where gelu's left side needs Q to relative
+ * accuracy; beyond 4 only Q's absolute error counts (gelu's right side, erf's
+ * tail), and the fit bounds the relative error by 2^-25.2 / (16 Q).  The
+ * common scale of N and D (N(0) = 13/16, D(0) = 13/8) moves their values
+ * within their binades; it is the one of ten tried (1 to 31/16) whose float
+ * evaluation gave nb_geluf the smallest measured error.  e^{-a^2/2} = 2^n e^r
+ * from the ln2 reduction; e^r N = N + N (e^r - 1) is one rounding.  Q > 2^-28
+ * there, so 2^n is one exact scaling.
+ *
+ * nb_vm_erfc_tail: erfc(a) = e^{-a^2} t P(t - 0.58) with t = 1 / (1 + a/2) (the
+ * change of variable of Numerical Recipes' erfcc; P of degree 10 is our fit
+ * on a in [0, 10.5], relative error 2^-28): relative accuracy all the way down,
+ * for gelu's far left tail.  t and t - 0.58 are formed in double (a float t
+ * would carry its rounding into P at 2x). */
+
+static inline float nb_vm_gauss_tail(float a, float h, float l) {
+    float n = 1.93326976e-2f;
+    n = n * a + 1.56455636e-1f;
+    n = n * a + 5.17586350e-1f;
+    n = n * a + 0.8125f;
+    float d = 4.85238135e-2f;
+    d = d * a + 3.90740603e-1f;
+    d = d * a + 1.36088109f;
+    d = d * a + 2.33173394f;
+    d = d * a + 1.625f;
+    nb_vm_ln2_split s = nb_vm_reduce_ln2(-h, -l);
+    return (n * nb_vm_expm1_poly(s.r) + n) / d * nb_pow2i(s.n);
+}
 
 static inline nb_vm_exp_parts nb_vm_erfc_tail(float a, float h, float l) {
     double td = 1.0 / (1.0 + 0.5 * (double)a);
@@ -264,8 +298,9 @@ static inline float nb_vm_high_half(float a) { return nb_vm_float(nb_vm_bits(a) 
 
 /* erf: x + x P(x^2) for |x| < 0.9 (P of degree 6, our fit, relative error
  * 2^-30; the 1 of 2/sqrt(pi) = 1.128... kept apart, as a float 2/sqrt(pi)
- * alone is off by 2^-24.2), else ±(1 - erfc(|x|)) with |x| clamped to 4
- * (erf rounds to ±1 from 3.92 on).  Max error 1.0 ulp; erf(-0) = -0, ±1 at
+ * alone is off by 2^-24.2), else ±(1 - 2 Q(|x| sqrt2)) with |x| clamped to 4
+ * (erf rounds to ±1 from 3.92 on).  Max error over every input 1.2 ulp with
+ * FMA, 1.4 without (near 0.93: 2Q's rounding errors); erf(-0) = -0, ±1 at
  * ±inf, NaN passes. */
 static inline float nb_erff(float x) {
     float z = x * x;
@@ -279,20 +314,37 @@ static inline float nb_erff(float x) {
     float a = __builtin_fabsf(x);
     a = a > 4.0f ? 4.0f : a;
     float ah = nb_vm_high_half(a);
-    nb_vm_exp_parts e = nb_vm_erfc_tail(a, ah * ah, (a - ah) * (a + ah));
-    float tail = 1.0f - nb_vm_ldexp(e.p, e.n);
+    float tail = 1.0f - 2.0f * nb_vm_gauss_tail(a * 1.41421356237309505f, ah * ah, (a - ah) * (a + ah));
     return __builtin_fabsf(x) < 0.9f ? x + x * p : __builtin_copysignf(tail, x);
 }
 
-/* gelu (exact erf form, PyTorch's default) = x Phi(x), Phi(x) = erfc(-x/sqrt2)/2:
- * x erfc(|x|/sqrt2)/2 for x < 0, x (1 - erfc(|x|/sqrt2)/2) above, so the
- * left tail keeps its relative accuracy (ops.def's 0.5 x (1 + erf(x/sqrt2))
- * cancels there; in float, PyTorch's gives 0 from x = -5.7 on).  a^2 = x^2/2
- * is split from x itself; |x| is clamped to 14.85 (the left tail is 0
- * beyond, the right is x).  Max error 5.0 ulp, in the left tail (the float
- * evaluation of P); gelu(-0) = -0, gelu(x <= -14.1)
- * = -0, gelu(-inf) = NaN (-inf * 0, as ops.def and PyTorch), NaN passes. */
+/* gelu (exact erf form, PyTorch's default) = x Phi(x) = max(x, 0) - |x| Q(|x|):
+ * x Q(-x) below 0, so the left side keeps its relative accuracy (ops.def's
+ * 0.5 x (1 + erf(x/sqrt2)) cancels there; in float, PyTorch's gives 0 from
+ * x = -5.7 on), and x - x Q(x) above, one fused step where the target has FMA.
+ * For x >= NB_VM_GELU_MIN only (and +inf): |x| is clamped to 5.75, beyond
+ * which x Q(x) < ulp(x)/16 and the result rounds to x.  Max error over every
+ * input of the range 5.0 ulp with FMA, 5.5 without, in the left side (the
+ * rounding errors of N, D and e^r add up); gelu(-0) = -0.  The kernels give
+ * smaller inputs, -inf and NaN to nb_gelu_erfcf (see kern_template.c). */
+#define NB_VM_GELU_MIN (-4.0f)
+
 static inline float nb_geluf(float x) {
+    float a = __builtin_fabsf(x);
+    a = a > 5.75f ? 5.75f : a;
+    float ah = nb_vm_high_half(a);
+    float q = nb_vm_gauss_tail(a, 0.5f * (ah * ah), 0.5f * ((a - ah) * (a + ah)));
+    return (x < 0.0f ? 0.0f : x) - a * q;
+}
+
+/* gelu for every x through nb_vm_erfc_tail (the kernels' slow form):
+ * x erfc(|x|/sqrt2)/2 for x < 0, x (1 - erfc(|x|/sqrt2)/2) above, the argument
+ * split from x itself, |x| clamped to 14.85 (the left side is -0 beyond, the
+ * right x); relative accuracy down to the subnormals.  Max error 5.0 ulp, in
+ * the left tail (the float evaluation of P; over every x < -4: 5.3 with FMA,
+ * 5.6 without); gelu(-0) = -0, gelu(x <= -14.1) = -0, gelu(-inf) = NaN
+ * (-inf * 0, as ops.def and PyTorch), NaN passes. */
+static inline float nb_gelu_erfcf(float x) {
     float ax = __builtin_fabsf(x);
     ax = ax > 14.85f ? 14.85f : ax;
     float xh = nb_vm_high_half(ax);
