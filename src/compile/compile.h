@@ -11,6 +11,8 @@
 #include "../backend/fused.h"
 #include "passes.h"
 
+#include <string.h>
+
 /** The slot of value v in a run's value table. */
 static inline int32_t nb__slot(nb_gval v) { return v.node * NB_MAX_OUTS + v.out; }
 
@@ -41,6 +43,34 @@ typedef struct nb_fstep {
 } nb_fstep;
 
 void nb__fstep_free(nb_fstep *f);
+
+/** Are the n dims all a concrete 1 (a value of one element wherever it is broadcast)? */
+static inline bool nb__dims_all_one(const int64_t *s, int n) {
+    for (int d = 0; d < n; d++)
+        if (s[d] != 1) return false;
+    return true;
+}
+
+/** The most op nodes in one fused kernel: each gives an instruction and at most two casts, within
+ *  NB_FK_MAX_INSTR. */
+#define NB_FUSE_MAX_MEMBERS (NB_FK_MAX_INSTR / 3)
+
+/** A fusion group's domain: nd dims (symbolic ones allowed), the last nred of them reduced. */
+typedef struct nb_fdomain {
+    int64_t dom[NB_MAX_DIMS];
+    int nd, nred;
+} nb_fdomain;
+/** Is s[ns] the ROW shape of d without its reduced axes (a reduction's result without keepdim,
+ *  which lines up with the outer axes)? */
+static inline bool nb__fdomain_outer_row(const nb_fdomain *d, const int64_t *s, int ns) {
+    return d->nred > 0 && ns == d->nd - d->nred && !memcmp(s, d->dom, sizeof(int64_t) * (size_t)ns);
+}
+/** The kernel of the fusion group members[0..n) (op nodes of g, in id order) over domain d into
+ *  *f; ext[slot]: the value is read outside the group (it becomes an output).  NB_OK,
+ *  NB_ERR_UNSUPPORTED (no error set: over the kernel's limits; its nodes then run alone),
+ *  NB_ERR_OOM. */
+nb_status nb__fkernel_build(const nb_graph *g, const int32_t *members, int n, const nb_fdomain *d, const bool *ext,
+                            nb_fstep *f);
 
 /**
  * The fusion pass over the op nodes of g marked live: fused kernels into *kernels (*nk of

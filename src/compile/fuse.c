@@ -10,22 +10,21 @@
  * agree and the merged group stays acyclic (no path leaves the group and
  * comes back: the kernel runs as one step).  A value of a group that
  * anything outside it reads (or a graph output) becomes a kernel output;
- * the rest never reach memory.  Why a fusible node stayed alone is kept for
- * the compile report.
+ * the rest never reach memory (fuse_kernel.c builds each kernel's program).
+ * Why a fusible node stayed alone is kept for the compile report.
  */
 #include "compile.h"
 #include "../backend/fused.h"
 
 #include <string.h>
 
-/* Bounds on a group while it grows: its nodes (each gives an instruction and perhaps two casts,
- * within NB_FK_MAX_INSTR) and the values it reads from outside (leaving room among the kernel's
- * NB_FK_MAX_IO operands for its outputs), so that every group becomes a kernel. */
-enum { MAX_MEMBERS = NB_FK_MAX_INSTR / 3, MAX_LOADS = NB_FK_MAX_IO * 2 / 3 };
+/* Bounds on a group while it grows, so that every group becomes a kernel: its nodes
+ * (NB_FUSE_MAX_MEMBERS) and the values it reads from outside (leaving room among the kernel's
+ * NB_FK_MAX_IO operands for its outputs). */
+enum { MAX_MEMBERS = NB_FUSE_MAX_MEMBERS, MAX_LOADS = NB_FK_MAX_IO * 2 / 3 };
 
 typedef struct fgrp {
-    int64_t dom[NB_MAX_DIMS];
-    int nd, nred;
+    nb_fdomain d;
     bool uniform; /* every node so far has one element: takes any other group's domain */
     int count;
     int32_t minid, maxid, head, tail; /* member list through next[] */
@@ -53,11 +52,6 @@ static bool float_dt(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64; }
 /* dtypes a fused cast converts from: what the backend's copy converts exactly */
 static bool castable(nb_dtype dt) {
     return float_dt(dt) || dt == NB_BOOL || dt == NB_I8 || dt == NB_U8 || dt == NB_I32 || dt == NB_I64;
-}
-static bool static_one(const int64_t *s, int nd) {
-    for (int d = 0; d < nd; d++)
-        if (s[d] != 1) return false;
-    return true;
 }
 
 /* The trailing-axis count a REDUCE node reduces (its axes are the last r of its input), or 0. */
@@ -118,59 +112,54 @@ static bool same_dims(const int64_t *a, const int64_t *b, int n) { return !memcm
 static bool row_shape(const int64_t *s, int ns, const int64_t *d, int nd, int r) {
     if (r < 1 || r > nd || !same_dims(s, d, nd - r)) return false;
     if (ns == nd - r) return true;
-    return ns == nd && static_one(s + nd - r, r);
+    return ns == nd && nb__dims_all_one(s + nd - r, r);
 }
 
-/* Is s[ns] the ROW shape of group G without the reduced axes (its outer dims only)? */
-static bool outer_row(const fgrp *G, const int64_t *s, int ns) {
-    return G->nred > 0 && ns == G->nd - G->nred && same_dims(s, G->dom, ns);
-}
 
 static fgrp state_of(const nb_graph *g, const nb_gnode *nd) {
     fgrp s = {.count = 1};
     const nb_meta *m = &nd->out[0];
     if (nb__ops[nd->op].kind == NB_KIND_REDUCE) {
         const nb_meta *in = nb__gval_meta(g, nd->in[0]);
-        s.nd = in->ndim;
-        memcpy(s.dom, in->shape, sizeof(int64_t) * (size_t)in->ndim);
-        s.nred = trailing_axes(nd, in);
+        s.d.nd = in->ndim;
+        memcpy(s.d.dom, in->shape, sizeof(int64_t) * (size_t)in->ndim);
+        s.d.nred = trailing_axes(nd, in);
         return s;
     }
-    s.nd = m->ndim;
-    memcpy(s.dom, m->shape, sizeof(int64_t) * (size_t)m->ndim);
-    s.uniform = static_one(m->shape, m->ndim);
+    s.d.nd = m->ndim;
+    memcpy(s.d.dom, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+    s.uniform = nb__dims_all_one(m->shape, m->ndim);
     return s;
 }
 
 /* The domain of groups a and b together (into *a), false when they do not fit. */
 static bool combine(fgrp *a, const fgrp *b) {
+    nb_fdomain *x = &a->d;
+    const nb_fdomain *y = &b->d;
     if (b->uniform) return true;
     if (a->uniform) {
-        *a = (fgrp){.count = a->count, .nd = b->nd, .nred = b->nred};
-        memcpy(a->dom, b->dom, sizeof a->dom);
+        *x = *y;
+        a->uniform = false;
         return true;
     }
-    if (a->nred == 0 && b->nred > 0) {
+    if (x->nred == 0 && y->nred > 0) {
         fgrp t = *b;
-        bool ok = combine(&t, a);
-        if (ok) *a = (fgrp){.count = a->count, .nd = t.nd, .nred = t.nred, .uniform = false};
-        if (ok) memcpy(a->dom, t.dom, sizeof a->dom);
-        return ok;
+        if (!combine(&t, a)) return false;
+        *x = t.d;
+        return true;
     }
-    if (a->nred > 0 && b->nred > 0) return a->nd == b->nd && a->nred == b->nred && same_dims(a->dom, b->dom, a->nd);
-    if (a->nred > 0) /* b: plain values of one shape, FULL or ROW here */
-        return (b->nd == a->nd && same_dims(b->dom, a->dom, a->nd)) || row_shape(b->dom, b->nd, a->dom, a->nd, a->nred);
-    if (a->nd == b->nd && same_dims(a->dom, b->dom, a->nd)) return true;
-    for (int r = 1; r <= a->nd || r <= b->nd; r++) { /* one is a ROW shape of the other: a row group */
-        if (row_shape(b->dom, b->nd, a->dom, a->nd, r)) {
-            a->nred = r;
+    if (x->nred > 0 && y->nred > 0) return x->nd == y->nd && x->nred == y->nred && same_dims(x->dom, y->dom, x->nd);
+    if (x->nred > 0) /* b: plain values of one shape, FULL or ROW here */
+        return (y->nd == x->nd && same_dims(y->dom, x->dom, x->nd)) || row_shape(y->dom, y->nd, x->dom, x->nd, x->nred);
+    if (x->nd == y->nd && same_dims(x->dom, y->dom, x->nd)) return true;
+    for (int r = 1; r <= x->nd || r <= y->nd; r++) { /* one is a ROW shape of the other: a row group */
+        if (row_shape(y->dom, y->nd, x->dom, x->nd, r)) {
+            x->nred = r;
             return true;
         }
-        if (row_shape(a->dom, a->nd, b->dom, b->nd, r)) {
-            int c = a->count;
-            *a = *b;
-            a->count = c;
-            a->nred = r;
+        if (row_shape(x->dom, x->nd, y->dom, y->nd, r)) {
+            *x = *y;
+            x->nred = r;
             return true;
         }
     }
@@ -273,7 +262,7 @@ static bool try_join(fuser *F, int32_t n, const int32_t *roots, int k, uint8_t *
     }
     /* a reduction's input is FULL and its axes are the group's inner axes */
     if (nb__ops[nd->op].kind == NB_KIND_REDUCE &&
-        (st.nd != own.nd || st.nred != own.nred || !same_dims(st.dom, own.dom, st.nd))) {
+        (st.d.nd != own.d.nd || st.d.nred != own.d.nred || !same_dims(st.d.dom, own.d.dom, st.d.nd))) {
         *why = NB_FUSE_MISS_SHAPE;
         return false;
     }
@@ -281,7 +270,7 @@ static bool try_join(fuser *F, int32_t n, const int32_t *roots, int k, uint8_t *
      * only among values of its own shape: broadcast against a larger one it aligns with the
      * trailing axes instead, so such a consumer stays out */
     const nb_meta *m = &nd->out[0];
-    if (nb__ops[nd->op].kind != NB_KIND_REDUCE && !outer_row(&st, m->shape, m->ndim))
+    if (nb__ops[nd->op].kind != NB_KIND_REDUCE && !nb__fdomain_outer_row(&st.d, m->shape, m->ndim))
         for (int i = 0; i < nd->n_in; i++) {
             int32_t p = nd->in[i].node;
             if (F->g->nodes[p].kind != NB_GNODE_OP || F->parent[p] < 0) continue;
@@ -289,7 +278,7 @@ static bool try_join(fuser *F, int32_t n, const int32_t *roots, int k, uint8_t *
             for (int j = 0; j < k; j++) member |= root(F, p) == roots[j];
             const nb_meta *pm = &F->g->nodes[p].out[0];
             if (!member) continue;
-            if (outer_row(&st, pm->shape, pm->ndim)) {
+            if (nb__fdomain_outer_row(&st.d, pm->shape, pm->ndim)) {
                 *why = NB_FUSE_MISS_SHAPE;
                 return false;
             }
@@ -349,194 +338,6 @@ static void group_node(fuser *F, int32_t n) {
     F->why[n] = why;
 }
 
-/* ---- kernels ---- */
-
-typedef struct kbuild {
-    const nb_graph *g;
-    const fgrp *G;
-    nb_fkernel k;
-    int32_t load_slot[NB_FK_MAX_IO], out_slot[NB_FK_MAX_IO];
-    bool load_outer[NB_FK_MAX_IO], out_outer[NB_FK_MAX_IO];
-    nb_dtype in_dtype[NB_FK_MAX_IO];
-    nb_flevel in_level[NB_FK_MAX_IO];
-    nb_finstr instr[NB_FK_MAX_INSTR];
-    int16_t out_val[NB_FK_MAX_IO];
-    int nmember;
-    int32_t member[MAX_MEMBERS];
-    int16_t member_val[MAX_MEMBERS];
-    bool full; /* a limit was hit */
-} kbuild;
-
-/* Is a value of shape s[ns] the group's ROW value without keepdim (aligned with the outer axes)? */
-
-static nb_flevel load_level(const fgrp *G, const nb_meta *m, bool outer) {
-    if (static_one(m->shape, m->ndim)) return NB_FL_UNIFORM;
-    if (G->nred == 0 || outer) return G->nred ? NB_FL_ROW : NB_FL_FULL;
-    for (int d = G->nd - G->nred; d < G->nd; d++) {
-        int j = d - (G->nd - m->ndim);
-        if (j >= 0 && m->shape[j] != 1) return NB_FL_FULL;
-    }
-    return NB_FL_ROW;
-}
-
-static int add_instr(kbuild *b, nb_finstr I) {
-    if (b->k.ninstr == NB_FK_MAX_INSTR) {
-        b->full = true;
-        return 0;
-    }
-    b->instr[b->k.ninstr] = I;
-    return NB_FK_MAX_IO + b->k.ninstr++; /* provisional id: loads are numbered once all are known */
-}
-
-/* The kernel value of graph value v as read by a member (outer: aligned with the outer axes). */
-static int operand(kbuild *b, nb_gval v, bool outer) {
-    int32_t s = nb__slot(v);
-    for (int i = 0; i < b->nmember; i++)
-        if (nb__slot((nb_gval){b->member[i], 0}) == s) return b->member_val[i];
-    const nb_meta *m = nb__gval_meta(b->g, v);
-    nb_flevel lv = load_level(b->G, m, outer);
-    if (lv == NB_FL_UNIFORM) outer = false;
-    for (int j = 0; j < b->k.nin; j++)
-        if (b->load_slot[j] == s && b->load_outer[j] == outer) return j;
-    if (b->k.nin == NB_FK_MAX_IO) {
-        b->full = true;
-        return 0;
-    }
-    int j = b->k.nin++;
-    b->load_slot[j] = s;
-    b->load_outer[j] = outer;
-    b->in_dtype[j] = m->dtype;
-    b->in_level[j] = lv;
-    return j;
-}
-
-static nb_flevel level_of(const kbuild *b, int v) {
-    return v < NB_FK_MAX_IO ? b->in_level[v] : b->instr[v - NB_FK_MAX_IO].level;
-}
-static nb_dtype dtype_of(const kbuild *b, int v) {
-    return v < NB_FK_MAX_IO ? b->in_dtype[v] : b->instr[v - NB_FK_MAX_IO].dtype;
-}
-
-/* v converted to dt (an existing conversion reused). */
-static int as_dtype(kbuild *b, int v, nb_dtype dt) {
-    if (dtype_of(b, v) == dt) return v;
-    for (int j = 0; j < b->k.ninstr; j++)
-        if (b->instr[j].op == NB_OP_CAST && b->instr[j].in[0] == v && b->instr[j].dtype == dt) return NB_FK_MAX_IO + j;
-    return add_instr(b, (nb_finstr){.op = NB_OP_CAST, .level = level_of(b, v), .dtype = dt, .in = {(int16_t)v, -1, -1}});
-}
-
-/* Member nd's instruction. */
-static int member_instr(kbuild *b, const nb_gnode *nd) {
-    const nb_meta *m = &nd->out[0];
-    bool outer = outer_row(b->G, m->shape, m->ndim);
-    nb_finstr I = {.op = nd->op, .dtype = m->dtype, .in = {-1, -1, -1}, .p0 = nd->attrs.f[0], .p1 = nd->attrs.f[1]};
-    /* a reduction's input has the domain's shape: aligned with its trailing axes */
-    int x = operand(b, nd->in[0], outer && nb__ops[nd->op].kind != NB_KIND_REDUCE);
-    switch (nb__ops[nd->op].kind) {
-    case NB_KIND_UNARY: I.in[0] = (int16_t)(nd->op == NB_OP_LOGICAL_NOT ? x : as_dtype(b, x, m->dtype)); break;
-    case NB_KIND_BINARY:
-        I.in[0] = (int16_t)as_dtype(b, x, m->compute);
-        I.in[1] = (int16_t)as_dtype(b, operand(b, nd->in[1], outer), m->compute);
-        break;
-    case NB_KIND_WHERE:
-        I.in[0] = (int16_t)x;
-        I.in[1] = (int16_t)as_dtype(b, operand(b, nd->in[1], outer), m->dtype);
-        I.in[2] = (int16_t)as_dtype(b, operand(b, nd->in[2], outer), m->dtype);
-        break;
-    case NB_KIND_REDUCE: I.in[0] = (int16_t)x; break;
-    default: /* cast, contiguous, detach: a conversion (to the same dtype: a copy) */
-        I.op = NB_OP_CAST;
-        I.in[0] = (int16_t)x;
-        break;
-    }
-    I.level = NB_FL_UNIFORM;
-    for (int i = 0; i < 3; i++)
-        if (I.in[i] >= 0 && level_of(b, I.in[i]) > I.level) I.level = level_of(b, I.in[i]);
-    if (nb__ops[nd->op].kind == NB_KIND_REDUCE) I.level = NB_FL_ROW;
-    return add_instr(b, I);
-}
-
-/* Renumber provisional instruction ids (NB_FK_MAX_IO + j) to nin + j. */
-static int16_t final_id(const kbuild *b, int v) { return (int16_t)(v < NB_FK_MAX_IO ? v : v - NB_FK_MAX_IO + b->k.nin); }
-
-static nb_status emit_kernel(kbuild *b, const bool *ext, nb_fstep *f) {
-    for (int j = 0; j < b->k.ninstr; j++)
-        for (int i = 0; i < 3; i++)
-            if (b->instr[j].in[i] >= 0) b->instr[j].in[i] = final_id(b, b->instr[j].in[i]);
-    memset(f, 0, sizeof *f);
-    f->k.nin = b->k.nin;
-    f->k.ninstr = b->k.ninstr;
-    f->k.nred = b->G->nred;
-    f->nd = b->G->nd;
-    memcpy(f->dom, b->G->dom, sizeof f->dom);
-    for (int i = 0; i < b->nmember; i++) {
-        int32_t s = nb__slot((nb_gval){b->member[i], 0});
-        if (!ext[s]) continue;
-        const nb_meta *m = &b->g->nodes[b->member[i]].out[0];
-        if (f->k.nout + f->k.nin == NB_FK_MAX_IO) return NB_ERR_UNSUPPORTED;
-        int o = f->k.nout++;
-        b->out_val[o] = final_id(b, b->member_val[i]);
-        b->out_slot[o] = s;
-        b->out_outer[o] = outer_row(b->G, m->shape, m->ndim);
-    }
-    size_t ni = (size_t)f->k.nin, no = (size_t)f->k.nout, nm = (size_t)b->nmember;
-    f->k.in_dtype = nb__malloc(sizeof(nb_dtype) * (ni + 1));
-    f->k.in_level = nb__malloc(sizeof(nb_flevel) * (ni + 1));
-    f->k.instr = nb__malloc(sizeof(nb_finstr) * (size_t)(f->k.ninstr + 1));
-    f->k.out_val = nb__malloc(sizeof(int16_t) * (no + 1));
-    f->load_slot = nb__malloc(sizeof(int32_t) * (ni + 1));
-    f->out_slot = nb__malloc(sizeof(int32_t) * (no + 1));
-    f->load_outer = nb__malloc(sizeof(bool) * (ni + 1));
-    f->out_outer = nb__malloc(sizeof(bool) * (no + 1));
-    f->member = nb__malloc(sizeof(int32_t) * nm);
-    f->nmember = b->nmember;
-    if (!f->k.in_dtype || !f->k.in_level || !f->k.instr || !f->k.out_val || !f->load_slot || !f->out_slot ||
-        !f->load_outer || !f->out_outer || !f->member) {
-        nb__fstep_free(f);
-        return nb__error(NB_ERR_OOM, "graph_compile: out of memory for a fused kernel");
-    }
-    memcpy(f->k.in_dtype, b->in_dtype, sizeof(nb_dtype) * ni);
-    memcpy(f->k.in_level, b->in_level, sizeof(nb_flevel) * ni);
-    memcpy(f->k.instr, b->instr, sizeof(nb_finstr) * (size_t)f->k.ninstr);
-    memcpy(f->k.out_val, b->out_val, sizeof(int16_t) * no);
-    memcpy(f->load_slot, b->load_slot, sizeof(int32_t) * ni);
-    memcpy(f->out_slot, b->out_slot, sizeof(int32_t) * no);
-    memcpy(f->load_outer, b->load_outer, sizeof(bool) * ni);
-    memcpy(f->out_outer, b->out_outer, sizeof(bool) * no);
-    memcpy(f->member, b->member, sizeof(int32_t) * nm);
-    return NB_OK;
-}
-
-/* The kernel of the group rooted at r (members in id order) into *f: NB_OK, NB_ERR_UNSUPPORTED
- * when it exceeds the kernel limits (its nodes then run one by one), NB_ERR_OOM. */
-static nb_status build_kernel(fuser *F, int32_t r, const bool *ext, nb_fstep *f) {
-    kbuild b = {.g = F->g, .G = &F->grp[r]};
-    for (int32_t x = F->grp[r].head; x >= 0; x = F->next[x]) b.member[b.nmember++] = x;
-    for (int i = 1; i < b.nmember; i++) /* id order (lists concatenate out of order) */
-        for (int j = i; j > 0 && b.member[j] < b.member[j - 1]; j--) {
-            int32_t t = b.member[j];
-            b.member[j] = b.member[j - 1];
-            b.member[j - 1] = t;
-        }
-    /* in id order, a member's inputs among the members are computed before it */
-    for (int i = 0; i < b.nmember && !b.full; i++) b.member_val[i] = (int16_t)member_instr(&b, &F->g->nodes[b.member[i]]);
-    if (b.full) return NB_ERR_UNSUPPORTED;
-    return emit_kernel(&b, ext, f);
-}
-
-void nb__fstep_free(nb_fstep *f) {
-    nb__free(f->k.in_dtype);
-    nb__free(f->k.in_level);
-    nb__free(f->k.instr);
-    nb__free(f->k.out_val);
-    nb__free(f->load_slot);
-    nb__free(f->out_slot);
-    nb__free(f->load_outer);
-    nb__free(f->out_outer);
-    nb__free(f->member);
-    memset(f, 0, sizeof *f);
-}
-
 nb_status nb__fuse(const nb_graph *g, const bool *live, nb_fstep **kernels, int *nk, int32_t *kernel_of,
                    uint8_t *miss) {
     size_t n = (size_t)(g->n ? g->n : 1);
@@ -583,7 +384,16 @@ nb_status nb__fuse(const nb_graph *g, const bool *live, nb_fstep **kernels, int 
     }
     for (int id = 0; id < g->n && st == NB_OK; id++) {
         if (F.parent[id] != id || F.grp[id].count < 2) continue;
-        st = build_kernel(&F, id, ext, &(*kernels)[*nk]);
+        int32_t members[MAX_MEMBERS];
+        int nm = 0;
+        for (int32_t x = F.grp[id].head; x >= 0; x = F.next[x]) members[nm++] = x;
+        for (int i = 1; i < nm; i++) /* id order (lists concatenate out of order) */
+            for (int j = i; j > 0 && members[j] < members[j - 1]; j--) {
+                int32_t t = members[j];
+                members[j] = members[j - 1];
+                members[j - 1] = t;
+            }
+        st = nb__fkernel_build(g, members, nm, &F.grp[id].d, ext, &(*kernels)[*nk]);
         for (int32_t x = F.grp[id].head; x >= 0; x = F.next[x]) {
             if (st == NB_OK) kernel_of[x] = *nk;
             miss[x] = (uint8_t)(st == NB_OK ? NB_FUSE_OK : NB_FUSE_MISS_LIMIT);
