@@ -79,8 +79,7 @@ static nb_fuse_miss fusible(const nb_graph *g, const nb_gnode *nd) {
         return float_dt(m->dtype) && castable(in0->dtype) ? NB_FUSE_OK : NB_FUSE_MISS_DTYPE;
     case NB_KIND_BINARY: {
         nb_dtype ct = m->compute;
-        bool logic = op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR;
-        bool ok = logic ? float_dt(ct) || ct == NB_BOOL : float_dt(ct);
+        bool ok = nb__op_is_logic(op) ? float_dt(ct) || ct == NB_BOOL : float_dt(ct);
         for (int i = 0; i < 2; i++) ok = ok && castable(nb__gval_meta(g, nd->in[i])->dtype);
         return ok ? NB_FUSE_OK : NB_FUSE_MISS_DTYPE;
     }

@@ -147,6 +147,13 @@ void nb__meta_redirect(nb_storage *s, size_t byte_offset, const nb_meta *m);
 /** meta from a tensor's dtype and shape (weak flag included). */
 void nb__meta_of(nb_meta *m, const nb_tensor *t);
 
+/** A comparison (eq .. ge, consecutive in ops.def: a bool result from two operands of one dtype)? */
+static inline bool nb__op_is_compare(nb_op op) { return op >= NB_OP_EQ && op <= NB_OP_GE; }
+/** A logical op (and, or, xor, not: a bool result from the operands' truth values)? */
+static inline bool nb__op_is_logic(nb_op op) {
+    return op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT;
+}
+
 /** torch.clamp's min(max(x, lo), hi) with std::max/min semantics, used by ops.def: hi
  * everywhere when lo > hi, NaN passes, a zero x keeps its sign (clamp(-0, 0, 1) = -0). */
 static inline double nb__clamp(double x, double lo, double hi) {

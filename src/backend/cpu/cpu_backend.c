@@ -116,13 +116,12 @@ static void row_binary(void *p, int64_t n, char *const *ptr, const int64_t *s) {
  * contiguous case, so results do not depend on layout or thread count. */
 enum { STAGE = 512 };
 
-/* n elements of es bytes between the block buffer buf and p (byte stride s): into buf when gather. */
 #define STAGE_MOVE(T)                                                                     \
     if (gather)                                                                           \
         for (int64_t i = 0; i < n; i++) ((T *)buf)[i] = *(const T *)(p + i * s);          \
     else                                                                                  \
         for (int64_t i = 0; i < n; i++) *(T *)(p + i * s) = ((const T *)buf)[i]
-static void stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, size_t es) {
+void nb__cpu_stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, size_t es) {
     switch (es) {
     case 1: STAGE_MOVE(uint8_t); break;
     case 2: STAGE_MOVE(uint16_t); break;
@@ -131,18 +130,16 @@ static void stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, si
     }
 }
 
-/* One block of n contiguous elements: operand k at in[k] (k >= 1), out at o. */
-static void mask_block(const ew_ctx *c, int64_t n, char *o, const char *const *in) {
+void nb__cpu_mask(nb_op op, int64_t n, void *o, nb_dtype odt, nb_dtype idt, const char *const *in, int nin) {
     const nb_cpu_kernels *k = nb__cpu_kernels();
-    if (c->op == NB_OP_WHERE)
-        k->where[nb__size_log2(nb_dtype_size(c->dt[0]))][nb__size_log2(nb_dtype_size(c->dt[1]))](
-            n, o, in[1], nb__truth_mask(c->dt[1]), in[2], in[3]);
-    else if (c->op >= NB_OP_EQ && c->op <= NB_OP_GE)
-        k->compare[c->op - NB_OP_EQ][c->dt[1]](n, (uint8_t *)o, in[1], in[2]);
+    if (op == NB_OP_WHERE)
+        k->where[nb__size_log2(nb_dtype_size(odt))][nb__size_log2(nb_dtype_size(idt))](n, o, in[0], nb__truth_mask(idt),
+                                                                                      in[1], in[2]);
+    else if (nb__op_is_compare(op))
+        k->compare[op - NB_OP_EQ][idt](n, (uint8_t *)o, in[0], in[1]);
     else
-        k->logic[c->op == NB_OP_LOGICAL_NOT ? NB_LOGIC_NOT : (int)(c->op - NB_OP_LOGICAL_AND)]
-                [nb__size_log2(nb_dtype_size(c->dt[1]))](n, (uint8_t *)o, in[1], c->nops > 2 ? in[2] : in[1],
-                                                         nb__truth_mask(c->dt[1]));
+        k->logic[op == NB_OP_LOGICAL_NOT ? NB_LOGIC_NOT : (int)(op - NB_OP_LOGICAL_AND)][nb__size_log2(nb_dtype_size(idt))](
+            n, (uint8_t *)o, in[0], nin > 1 ? in[1] : in[0], nb__truth_mask(idt));
 }
 
 static void row_mask(void *p, int64_t n, char *const *ptr, const int64_t *s) {
@@ -159,18 +156,18 @@ static void row_mask(void *p, int64_t n, char *const *ptr, const int64_t *s) {
         int64_t len = n - i0 < STAGE ? n - i0 : STAGE;
         for (int k = 1; k < c->nops; k++) {
             in[k] = s[k] == es[k] ? ptr[k] + i0 * es[k] : buf[k];
-            if (s[k] != es[k] && s[k] != 0) stage_move(true, buf[k], ptr[k] + i0 * s[k], s[k], len, (size_t)es[k]);
+            if (s[k] != es[k] && s[k] != 0) nb__cpu_stage_move(true, buf[k], ptr[k] + i0 * s[k], s[k], len, (size_t)es[k]);
         }
         bool direct = s[0] == es[0];
-        mask_block(c, len, direct ? ptr[0] + i0 * es[0] : buf[0], in);
-        if (!direct) stage_move(false, buf[0], ptr[0] + i0 * s[0], s[0], len, (size_t)es[0]);
+        nb__cpu_mask(c->op, len, direct ? ptr[0] + i0 * es[0] : buf[0], c->dt[0], c->dt[1], in + 1, c->nops - 1);
+        if (!direct) nb__cpu_stage_move(false, buf[0], ptr[0] + i0 * s[0], s[0], len, (size_t)es[0]);
     }
 }
 
 /* Does op on operands of dtype dt have a mask kernel (row_mask)? */
 static bool has_mask_kernel(nb_op op, nb_dtype dt) {
-    if (op >= NB_OP_EQ && op <= NB_OP_GE) return nb__cpu_kernels()->compare[op - NB_OP_EQ][dt] != NULL;
-    return op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT;
+    if (nb__op_is_compare(op)) return nb__cpu_kernels()->compare[op - NB_OP_EQ][dt] != NULL;
+    return nb__op_is_logic(op);
 }
 _Static_assert(NB_OP_GE - NB_OP_EQ == 5 && NB_OP_LOGICAL_XOR - NB_OP_LOGICAL_AND == NB_LOGIC_XOR,
                "comparison and logical ops are consecutive in ops.def");

@@ -76,70 +76,36 @@ typedef struct fk_plan {
 
 static int dslot(nb_dtype dt) { return dt == NB_F32 ? 0 : 1; }
 
-static bool is_compare(nb_op op) { return op >= NB_OP_EQ && op <= NB_OP_GE; }
-static bool is_logic(nb_op op) {
-    return op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT;
-}
 static bool is_reduce(nb_op op) { return nb__ops[op].kind == NB_KIND_REDUCE; }
 
 /* ---- one instruction on n elements ---- */
 
-/* n elements of type T at p (byte stride s) into buf, contiguous. */
-#define GATHER(T)                                                                       \
-    do {                                                                                \
-        T *restrict b_ = (T *)buf;                                                      \
-        if (v.s == 0) {                                                                 \
-            T x_;                                                                       \
-            memcpy(&x_, v.p, sizeof x_);                                                \
-            for (int64_t i = 0; i < n; i++) b_[i] = x_;                                 \
-        } else {                                                                        \
-            for (int64_t i = 0; i < n; i++) memcpy(&b_[i], v.p + i * v.s, sizeof(T));  \
-        }                                                                               \
-    } while (0)
-
 /* v as n contiguous elements of es bytes: in place, or copied into buf (broadcast or strided). */
 static const char *contiguous(fk_val v, int64_t n, size_t es, char *buf) {
     if (v.s == (int64_t)es) return v.p;
-    switch (es) {
-    case 1: GATHER(uint8_t); break;
-    case 2: GATHER(uint16_t); break;
-    case 4: GATHER(uint32_t); break;
-    default: GATHER(uint64_t); break;
-    }
+    nb__cpu_stage_move(true, buf, v.p, v.s, n, es);
     return buf;
 }
-#undef GATHER
 
 /* The mask kernels (where, comparisons, logical ops) take contiguous operands; `stage` holds
  * four tile buffers for the operands and a strided result. */
 static void exec_mask(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
                       char (*stage)[BUF_BYTES]) {
-    const nb_fkernel *k = P->k;
-    nb_dtype dt0 = nb__fk_dtype(k, I->in[0]);
+    nb_dtype dt0 = nb__fk_dtype(P->k, I->in[0]);
     size_t es0 = nb_dtype_size(dt0), eso = nb_dtype_size(I->dtype);
+    int nin = I->op == NB_OP_LOGICAL_NOT ? 1 : I->op == NB_OP_WHERE ? 3 : 2;
+    const char *x[3];
+    for (int i = 0; i < nin; i++) x[i] = contiguous(a[i], n, I->op == NB_OP_WHERE && i ? eso : es0, stage[i]);
     char *o = d.s == (int64_t)eso ? d.p : stage[3];
-    const char *x0 = contiguous(a[0], n, es0, stage[0]);
-    if (I->op == NB_OP_WHERE) {
-        size_t es1 = nb_dtype_size(I->dtype);
-        const char *x1 = contiguous(a[1], n, es1, stage[1]), *x2 = contiguous(a[2], n, es1, stage[2]);
-        P->kt->where[nb__size_log2(eso)][nb__size_log2(es0)](n, o, x0, nb__truth_mask(dt0), x1, x2);
-    } else if (is_compare(I->op)) {
-        P->kt->compare[I->op - NB_OP_EQ][dt0](n, (uint8_t *)o, x0, contiguous(a[1], n, es0, stage[1]));
-    } else {
-        bool un = I->op == NB_OP_LOGICAL_NOT;
-        const char *x1 = un ? x0 : contiguous(a[1], n, es0, stage[1]);
-        P->kt->logic[un ? NB_LOGIC_NOT : (int)(I->op - NB_OP_LOGICAL_AND)][nb__size_log2(es0)](
-            n, (uint8_t *)o, x0, x1, nb__truth_mask(dt0));
-    }
-    if (o != d.p) /* a strided result (n == 1 for a ROW value), scattered */
-        for (int64_t i = 0; i < n; i++) memcpy(d.p + i * d.s, o + (size_t)i * eso, eso);
+    nb__cpu_mask(I->op, n, o, I->dtype, dt0, x, nin);
+    if (o != d.p) nb__cpu_stage_move(false, o, d.p, d.s, n, eso); /* a strided result (a ROW value) */
 }
 
 static void exec_instr(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
                        char (*stage)[BUF_BYTES]) {
     if (I->op == NB_OP_CAST) {
         nb__cpu_convert_row(n, I->dtype, d.p, d.s, nb__fk_dtype(P->k, I->in[0]), a[0].p, a[0].s);
-    } else if (I->op == NB_OP_WHERE || is_compare(I->op) || is_logic(I->op)) {
+    } else if (I->op == NB_OP_WHERE || nb__op_is_compare(I->op) || nb__op_is_logic(I->op)) {
         exec_mask(P, I, n, d, a, stage);
     } else if (nb__ops[I->op].kind == NB_KIND_UNARY) {
         P->kt->unary[I->op][dslot(I->dtype)](n, d.p, d.s, a[0].p, a[0].s, I->p0, I->p1);

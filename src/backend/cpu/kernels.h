@@ -95,6 +95,13 @@ extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_av
  *  (and PROD) element by element in double from op's start.  Shared with fused kernels, so a
  *  fused reduction gives the eager bits. */
 double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p);
+/** Move n elements of es bytes between the contiguous buffer buf and p (byte stride s, 0 and
+ *  negative included): into buf when gather, out of it otherwise (typed copies). */
+void nb__cpu_stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, size_t es);
+/** The mask kernel of op (where, a comparison or a logical op) on n CONTIGUOUS elements: o (dtype
+ *  odt) from in[0..nin) — where: condition (dtype idt), a, b; comparison: a, b of dtype idt;
+ *  logical: a (and b) of dtype idt.  What the backend's where / binary / unary entries run. */
+void nb__cpu_mask(nb_op op, int64_t n, void *o, nb_dtype odt, nb_dtype idt, const char *const *in, int nin);
 /** n elements of dtype src at x (byte stride xs) converted to dtype dst at o (stride os), as
  *  the backend's copy does (nb_cast). */
 void nb__cpu_convert_row(int64_t n, nb_dtype dst, char *o, int64_t os, nb_dtype src, const char *x, int64_t xs);
