@@ -64,5 +64,13 @@ static inline nb_flevel nb__fk_level(const nb_fkernel *k, int v) {
 static inline nb_dtype nb__fk_dtype(const nb_fkernel *k, int v) {
     return v < k->nin ? k->in_dtype[v] : k->instr[v - k->nin].dtype;
 }
+/** The last instruction of k (program order) that reads value v, -1 when none. */
+static inline int nb__fk_last_reader(const nb_fkernel *k, int v) {
+    int last = -1;
+    for (int q = 0; q < k->ninstr; q++)
+        for (int i = 0; i < 3; i++)
+            if (k->instr[q].in[i] == v) last = q;
+    return last;
+}
 
 #endif /* NB_FUSED_H */

@@ -100,6 +100,23 @@ static inline const nb_fstep *nb__step_kernel(const nb_schedule *s, int k) {
     return s->node[k] < 0 ? &s->fused[-1 - s->node[k]] : NULL;
 }
 
+/** Call READ(slot) for each value step `step` of schedule sched (of graph g) reads, WRITE(slot)
+ *  for each value it writes (nb__slot indices): a fused kernel's loads and outputs, or an op
+ *  node's operands and results. */
+#define NB_STEP_VALUES(g, sched, step, READ, WRITE)                                         \
+    do {                                                                                   \
+        const nb_fstep *f_ = nb__step_kernel(sched, step);                                 \
+        if (f_) {                                                                          \
+            for (int j_ = 0; j_ < f_->k.nin; j_++) READ(f_->load_slot[j_]);                \
+            for (int j_ = 0; j_ < f_->k.nout; j_++) WRITE(f_->out_slot[j_]);               \
+        } else {                                                                           \
+            const nb_gnode *nd_ = &(g)->nodes[(sched)->node[step]];                        \
+            for (int j_ = 0; j_ < nd_->n_in; j_++)                                         \
+                if (nd_->in[j_].node >= 0) READ(nb__slot(nd_->in[j_]));                   \
+            for (int j_ = 0; j_ < nd_->n_out; j_++) WRITE(nb__slot((nb_gval){nd_->id, j_})); \
+        }                                                                                  \
+    } while (0)
+
 /**
  * THE compiler seam: the schedule of g (verified): dead-code elimination, fusion into kernels
  * when `fuse` (the device's backend runs fused kernels), a topological order of the steps,

@@ -52,11 +52,6 @@ static bool fresh_result(nb_op op) {
     nb_op_kind k = nb__ops[op].kind;
     return k == NB_KIND_UNARY || k == NB_KIND_BINARY || k == NB_KIND_WHERE || k == NB_KIND_MATMUL;
 }
-/* Does an op-node step of op return a view of (or possibly) its first input? */
-static bool aliases_input(nb_op op) {
-    nb_op_kind k = nb__ops[op].kind;
-    return k == NB_KIND_VIEW || k == NB_KIND_COPY;
-}
 
 /* Do slots a and b hold values of one shape and element size (element i of one at the place of
  * element i of the other: a broadcast load of as many bytes does not count)? */
@@ -64,15 +59,6 @@ static bool same_layout(const nb_graph *g, int32_t a, int32_t b) {
     const nb_meta *ma = &g->nodes[a / NB_MAX_OUTS].out[a % NB_MAX_OUTS], *mb = &g->nodes[b / NB_MAX_OUTS].out[b % NB_MAX_OUTS];
     return nb_dtype_size(ma->dtype) == nb_dtype_size(mb->dtype) && ma->ndim == mb->ndim &&
            !memcmp(ma->shape, mb->shape, sizeof(int64_t) * (size_t)ma->ndim);
-}
-
-/* The instruction of kernel f that reads load j last (program order), -1 when none. */
-static int last_reader(const nb_fstep *f, int j) {
-    int last = -1;
-    for (int q = 0; q < f->k.ninstr; q++)
-        for (int i = 0; i < 3; i++)
-            if (f->k.instr[q].in[i] == j) last = q;
-    return last;
 }
 
 static int32_t find(int32_t *parent, int32_t x) {
@@ -155,24 +141,15 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
         const nb_gnode *nd = &g->nodes[s->node[k]];
         int32_t out = nb__slot((nb_gval){nd->id, 0});
         if (nd->n_out == 1 && fresh_result(nd->op)) planned[out] = true;
-        else if (aliases_input(nd->op) && nd->n_in > 0 && nd->in[0].node >= 0) root[out] = root[nb__slot(nd->in[0])];
+        else if (nb__op_aliases_input(nd->op) && nd->n_in > 0 && nd->in[0].node >= 0) root[out] = root[nb__slot(nd->in[0])];
     }
     for (int i = 0; i < g->n_outputs; i++) escapes[root[nb__slot(g->outputs[i])]] = true;
     /* lifetimes of the buffers (roots): written at their step, alive through the last read of
      * any value aliasing them */
     for (int k = 0; k < s->n; k++) {
-        const nb_fstep *f = nb__step_kernel(s, k);
 #define READ(slot) if (k > p->end[root[slot]]) p->end[root[slot]] = k
 #define WRITE(slot) if (k < p->start[slot]) p->start[slot] = k
-        if (f) {
-            for (int j = 0; j < f->k.nin; j++) READ(f->load_slot[j]);
-            for (int o = 0; o < f->k.nout; o++) WRITE(f->out_slot[o]);
-        } else {
-            const nb_gnode *nd = &g->nodes[s->node[k]];
-            for (int i = 0; i < nd->n_in; i++)
-                if (nd->in[i].node >= 0) READ(nb__slot(nd->in[i]));
-            for (int i = 0; i < nd->n_out; i++) WRITE(nb__slot((nb_gval){nd->id, i}));
-        }
+        NB_STEP_VALUES(g, s, k, READ, WRITE);
 #undef READ
 #undef WRITE
     }
@@ -183,7 +160,7 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
         for (int i = 0; i < (f ? f->nmember : 1); i++) {
             int32_t id = f ? f->member[i] : s->node[k];
             int32_t sl = nb__slot((nb_gval){id, 0});
-            if (aliases_input(g->nodes[id].op) || escapes[root[sl]]) continue;
+            if (nb__op_aliases_input(g->nodes[id].op) || escapes[root[sl]]) continue;
             for (int j = 0; j < g->nodes[id].n_out; j++) {
                 int64_t b = value_bytes(g, sl + j, bind);
                 p->unfused += b > 0 ? b : 0;
@@ -210,7 +187,7 @@ nb_status nb__mplan_build(const nb_compiled *c, const nb_dim_binding *bind, nb_m
             for (int j = 0; j < f->k.nin; j++) {
                 int32_t ls = f->load_slot[j];
                 if (taken[j] || !planned[ls] || p->end[ls] != k || f->k.in_level[j] != NB_FL_FULL ||
-                    f->load_outer[j] || !same_layout(g, ls, os) || last_reader(f, j) > w)
+                    f->load_outer[j] || !same_layout(g, ls, os) || nb__fk_last_reader(&f->k, j) > w)
                     continue;
                 bool viewed = false; /* another load reading the same buffer (a view of it) */
                 for (int j2 = 0; j2 < f->k.nin; j2++) viewed |= j2 != j && root[f->load_slot[j2]] == ls;

@@ -381,8 +381,7 @@ static int32_t leaf_of(const nb_graph *g, nb_gval v) {
     for (;;) {
         const nb_gnode *nd = &g->nodes[v.node];
         if (nd->kind != NB_GNODE_OP) return v.node;
-        nb_op_kind k = nb__ops[nd->op].kind;
-        if ((k != NB_KIND_VIEW && k != NB_KIND_COPY) || nd->in[0].node < 0) return -1;
+        if (!nb__op_aliases_input(nd->op) || nd->in[0].node < 0) return -1;
         v = nd->in[0];
     }
 }
@@ -414,9 +413,7 @@ static bool can_write_direct(const run_env *e, int i, int32_t s, const nb_tensor
         for (int j = 0; j < f->k.nin; j++) {
             if (e->mem->root[f->load_slot[j]] != l) continue;
             if (f->load_slot[j] != l || !same_layout || f->k.in_level[j] != NB_FL_FULL || f->load_outer[j]) return false;
-            for (int q = w + 1; q < f->k.ninstr; q++)
-                for (int x = 0; x < 3; x++)
-                    if (f->k.instr[q].in[x] == j) return false;
+            if (nb__fk_last_reader(&f->k, j) > w) return false;
         }
     }
     return true;

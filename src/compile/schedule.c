@@ -164,21 +164,6 @@ static nb_status order_items(order_ctx *o, const bool *live, int32_t *step) {
 
 /* ---- liveness ---- */
 
-/* Call READ(slot) for each value step k reads, WRITE(slot) for each it writes. */
-#define STEP_VALUES(g, s, k, READ, WRITE)                                                  \
-    do {                                                                                   \
-        const nb_fstep *f_ = nb__step_kernel(s, k);                                        \
-        if (f_) {                                                                          \
-            for (int j_ = 0; j_ < f_->k.nin; j_++) READ(f_->load_slot[j_]);                \
-            for (int j_ = 0; j_ < f_->k.nout; j_++) WRITE(f_->out_slot[j_]);               \
-        } else {                                                                           \
-            const nb_gnode *nd_ = &(g)->nodes[(s)->node[k]];                               \
-            for (int j_ = 0; j_ < nd_->n_in; j_++)                                         \
-                if (nd_->in[j_].node >= 0) READ(nb__slot(nd_->in[j_]));                   \
-            for (int j_ = 0; j_ < nd_->n_out; j_++) WRITE(nb__slot((nb_gval){nd_->id, j_})); \
-        }                                                                                  \
-    } while (0)
-
 /* free_start / free_slot of s (its steps set): each slot freed after the step of its last
  * use (its producer's when unused); graph outputs never. */
 static nb_status liveness(const nb_graph *g, nb_schedule *s) {
@@ -188,7 +173,7 @@ static nb_status liveness(const nb_graph *g, nb_schedule *s) {
     for (int i = 0; i < nslots; i++) last[i] = -1;
     for (int k = 0; k < s->n; k++) {
 #define MARK(slot) last[slot] = k
-        STEP_VALUES(g, s, k, MARK, MARK);
+        NB_STEP_VALUES(g, s, k, MARK, MARK);
 #undef MARK
     }
     for (int i = 0; i < g->n_outputs; i++) last[nb__slot(g->outputs[i])] = -1; /* returned, never freed early */

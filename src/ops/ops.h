@@ -154,6 +154,12 @@ static inline bool nb__op_is_logic(nb_op op) {
     return op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT;
 }
 
+/** Does op's result share its first input's storage (a view), or may it (a copy that returns
+ *  its input when nothing needs converting)? */
+static inline bool nb__op_aliases_input(nb_op op) {
+    return nb__ops[op].kind == NB_KIND_VIEW || nb__ops[op].kind == NB_KIND_COPY;
+}
+
 /** torch.clamp's min(max(x, lo), hi) with std::max/min semantics, used by ops.def: hi
  * everywhere when lo > hi, NaN passes, a zero x keeps its sign (clamp(-0, 0, 1) = -0). */
 static inline double nb__clamp(double x, double lo, double hi) {
