@@ -40,7 +40,7 @@ static int64_t value_bytes(const nb_graph *g, int32_t s, const nb_dim_binding *b
     const nb_meta *m = &g->nodes[s / NB_MAX_OUTS].out[s % NB_MAX_OUTS];
     int64_t n = (int64_t)nb_dtype_size(m->dtype);
     for (int d = 0; d < m->ndim; d++) {
-        int64_t v = nb__dim_sym(m->shape[d]) ? nb__dim_eval("compiled_run", m->shape[d], bind) : m->shape[d];
+        int64_t v = nb__dim_eval("compiled_run", m->shape[d], bind);
         if (v < 0 || (v && n > INT64_MAX / v)) return -1;
         n *= v;
     }

@@ -93,12 +93,8 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
 
 /* Symbolic dims inside attrs (sizes, shapes) evaluated under bind. */
 static nb_status concrete_attrs(nb_attrs *a, const char *op, const nb_dim_binding *bind) {
-    for (size_t j = 0; j < sizeof a->i / sizeof a->i[0]; j++)
-        if (nb__dim_sym(a->i[j]) && (a->i[j] = nb__dim_eval(op, a->i[j], bind)) == INT64_MIN) return nb_last_status();
-    for (size_t j = 0; j < sizeof a->shape / sizeof a->shape[0]; j++)
-        if (nb__dim_sym(a->shape[j]) && (a->shape[j] = nb__dim_eval(op, a->shape[j], bind)) == INT64_MIN)
-            return nb_last_status();
-    return NB_OK;
+    nb_status st = nb__dims_eval(op, a->i, (int)(sizeof a->i / sizeof a->i[0]), bind);
+    return st != NB_OK ? st : nb__dims_eval(op, a->shape, (int)(sizeof a->shape / sizeof a->shape[0]), bind);
 }
 
 /* Step k's concrete attrs and output metadata into a, meta: computed (symbolic dims evaluated, infer
@@ -180,9 +176,8 @@ static nb_status run_fused(const run_env *e, const nb_fstep *f) {
     const nb_backend *be = nb_backend_for(c->dev);
     if (!be || !be->fused) return NB_ERR_UNSUPPORTED;
     int64_t dom[NB_MAX_DIMS];
-    for (int d = 0; d < f->nd; d++)
-        if ((dom[d] = nb__dim_sym(f->dom[d]) ? nb__dim_eval(OP, f->dom[d], e->bind) : f->dom[d]) == INT64_MIN)
-            return nb_last_status();
+    memcpy(dom, f->dom, sizeof(int64_t) * (size_t)f->nd);
+    if (nb__dims_eval(OP, dom, f->nd, e->bind) != NB_OK) return nb_last_status();
     nb_tensor *in[NB_FK_MAX_IO] = {0}, *out[NB_FK_MAX_IO] = {0}, *outv[NB_FK_MAX_IO] = {0};
     nb_status st = NB_OK;
     for (int j = 0; j < f->k.nin && st == NB_OK; j++)
@@ -190,9 +185,7 @@ static nb_status run_fused(const run_env *e, const nb_fstep *f) {
             st = nb_last_status();
     for (int o = 0; o < f->k.nout && st == NB_OK; o++) {
         nb_meta m = c->g->nodes[f->out_slot[o] / NB_MAX_OUTS].out[0];
-        for (int d = 0; d < m.ndim && st == NB_OK; d++)
-            if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], e->bind)) == INT64_MIN)
-                st = nb_last_status();
+        st = nb__dims_eval(OP, m.shape, m.ndim, e->bind);
         nb_tensor *dest = direct_dest(e, f->out_slot[o]);
         if (st == NB_OK && dest) out[o] = nb_retain(dest);
         else if (st == NB_OK && planned(e, f->out_slot[o]))
@@ -217,9 +210,7 @@ static nb_status run_node(const run_env *e, int32_t id, bool reuse, nb_attrs *a,
     if (!planned(e, s)) return run_step(e->c->g, id, e->slot, e->bind, reuse, a, meta);
     /* the graph's meta with dims evaluated: what the step's infer gives */
     nb_meta m = e->c->g->nodes[id].out[0];
-    for (int d = 0; d < m.ndim; d++)
-        if (nb__dim_sym(m.shape[d]) && (m.shape[d] = nb__dim_eval(OP, m.shape[d], e->bind)) == INT64_MIN)
-            return nb_last_status();
+    if (nb__dims_eval(OP, m.shape, m.ndim, e->bind) != NB_OK) return nb_last_status();
     nb__meta_redirect(e->arena, (size_t)e->mem->offset[s], &m);
     nb_status st = run_step(e->c->g, id, e->slot, e->bind, reuse, a, meta);
     nb__meta_redirect(NULL, 0, NULL);
@@ -432,9 +423,7 @@ static nb_status check_dests(const nb_compiled *c, nb_tensor *const *dest, int n
         if (!nb__same_device(d->storage->device, c->dev))
             return nb__error(NB_ERR_DEVICE, "%s: destination of output '%s' is on another device", OP, name);
         nb_meta m = g->nodes[g->outputs[i].node].out[g->outputs[i].out];
-        for (int dd = 0; dd < m.ndim; dd++)
-            if (nb__dim_sym(m.shape[dd]) && (m.shape[dd] = nb__dim_eval(OP, m.shape[dd], bind)) == INT64_MIN)
-                return nb_last_status();
+        if (nb__dims_eval(OP, m.shape, m.ndim, bind) != NB_OK) return nb_last_status();
         if (d->dtype != m.dtype)
             return nb__error(NB_ERR_DTYPE, "%s: destination of output '%s' has dtype %s, the output %s", OP, name,
                              nb_dtype_name(d->dtype), nb_dtype_name(m.dtype));

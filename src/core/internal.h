@@ -186,6 +186,9 @@ typedef struct nb_dim_binding {
 /** Evaluate d under bind: its value (negative for an expression such as B - 5 with B = 2), or
  *  INT64_MIN with NB_ERR_SHAPE (a symbol unbound) or NB_ERR_OVERFLOW set. */
 int64_t nb__dim_eval(const char *op, int64_t d, const nb_dim_binding *bind);
+/** The symbolic dims among d[0..n) replaced in place by their values under bind (the others
+ *  kept): NB_OK, or nb__dim_eval's error (d then partly evaluated). */
+nb_status nb__dims_eval(const char *op, int64_t *d, int n, const nb_dim_binding *bind);
 /** Match the declared dim `d` of an input with its size `v`, in two passes over all inputs:
  *  with !derived a lone symbol gets v (NB_ERR_SHAPE naming both sizes when already bound to
  *  another) and derived expressions (2*B, B-5) are skipped; with derived they are evaluated

@@ -273,6 +273,12 @@ int64_t nb__dim_eval(const char *op, int64_t d, const nb_dim_binding *bind) {
     return r;
 }
 
+nb_status nb__dims_eval(const char *op, int64_t *d, int n, const nb_dim_binding *bind) {
+    for (int i = 0; i < n; i++)
+        if (nb__dim_sym(d[i]) && (d[i] = nb__dim_eval(op, d[i], bind)) == INT64_MIN) return nb_last_status();
+    return NB_OK;
+}
+
 nb_status nb__dim_bind(const char *what, int64_t d, int64_t v, bool derived, nb_dim_binding *bind) {
     if (!nb__dim_sym(d)) {
         if (d == v) return NB_OK;
