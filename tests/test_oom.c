@@ -238,9 +238,10 @@ static nb_status lazy_eval(double *out, int *nout) {
 }
 
 /* A compiled plan with fused kernels and a memory plan: w = w - 0.1 * softmax(x @ w) written back
- * into w (nb_compiled_run_into) and the row sums of exp(x @ w) returned, run twice (the second run
+ * into w (nb_compiled_run_into), the row sums of exp(x @ w) and a constant (a copy of it, after a
+ * fresh output that a failure must hand back to the scope) returned, run twice (the second run
  * reuses the plan and its arena), the report read; the cache cleared at the end.  Static shapes
- * (nb_dim would keep its table).  out: the sums of both runs and w after them. */
+ * (nb_dim would keep its table).  out: the sums of both runs, w after them, the constant twice. */
 static const double CX[2][3] = {{0.5, -1, 2}, {1.5, 0.25, -0.75}};
 
 /* The step's trace (nb_graph_build_with keeps its error): ctx is the weight tensor. */
@@ -253,6 +254,9 @@ static nb_status trace_step(nb_graph *g, void *ctx, void *meta) {
     nb_status st = status_of(o1 && o2 ? o1 : NULL); /* an op's failure, not graph_output's NULL argument */
     if (st == NB_OK) st = nb_graph_output(g, "w", o1);
     if (st == NB_OK) st = nb_graph_output(g, "s", o2);
+    nb_tensor *k = st == NB_OK ? nb_from_data(CX, NB_SHAPE(2, 3), NB_F64) : NULL; /* a constant output */
+    if (st == NB_OK) st = status_of(k);
+    if (st == NB_OK) st = nb_graph_output(g, "c", k);
     return st;
 }
 
@@ -265,15 +269,16 @@ static nb_status compiled_step(double *out, int *nout) {
     nb_compiled *c = g ? nb_graph_compile(g, NB_CPU) : NULL;
     nb_status st = status_of(c);
     for (int r = 0; r < 2 && st == NB_OK; r++) {
-        nb_tensor *o[2] = {w, NULL};
-        st = nb_compiled_run_into(c, 1, (const char *[]){"x"}, &xv, 2, o);
+        nb_tensor *o[3] = {w, NULL, NULL};
+        st = nb_compiled_run_into(c, 1, (const char *[]){"x"}, &xv, 3, o);
         if (st == NB_OK) st = nb_copy_to_host(o[1], out + 2 * r, 2 * sizeof *out);
+        if (st == NB_OK) st = nb_copy_to_host(o[2], out + 13 + 6 * r, 6 * sizeof *out);
     }
     if (st == NB_OK) st = nb_copy_to_host(w, out + 4, 9 * sizeof *out);
     char *rep = st == NB_OK ? nb_compiled_report(c) : NULL;
     if (st == NB_OK) st = status_of(rep);
     nb_free_string(rep);
-    if (st == NB_OK) *nout = 13;
+    if (st == NB_OK) *nout = 25;
     nb_compiled_release(c);
     nb_graph_release(g);
     nb_scope_end();
@@ -395,7 +400,7 @@ static void oom_compiled_step(void **state) {
     int nref = 0;
     long total = clean_run(compiled_step, ref, &nref);
     /* the oracle: the same steps eagerly */
-    double want[13];
+    double want[25];
     nb_scope_begin();
     nb_tensor *w = nb_from_data((double[]){0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9}, NB_SHAPE(3, 3), NB_F64);
     nb_tensor *xv = nb_from_data(CX, NB_SHAPE(2, 3), NB_F64);
@@ -406,7 +411,9 @@ static void oom_compiled_step(void **state) {
     }
     assert_int_equal(nb_copy_to_host(w, want + 4, 9 * sizeof(double)), NB_OK);
     nb_scope_end();
-    expect_same(ref, nref, want, 13, "compiled step", 0);
+    memcpy(want + 13, CX, sizeof CX);
+    memcpy(want + 19, CX, sizeof CX);
+    expect_same(ref, nref, want, 25, "compiled step", 0);
     every_fault(compiled_step, "compiled step", ref, nref, total);
     uninstall();
 }

@@ -525,8 +525,8 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
         outputs[i] = l >= 0 && g->nodes[l].kind == NB_GNODE_CONST ? nb_clone(v) : nb__own(nb_retain(v));
         if (!outputs[i]) {
             st = nb_last_status();
-            while (i-- > 0)
-                if (!(i < ndest && dest[i])) nb_release(outputs[i]);
+            while (i-- > 0) /* scope-registered: taken back out before the release */
+                if (!(i < ndest && dest[i])) nb_release(nb__scope_take(outputs[i]));
         }
     }
     for (size_t i = 0; i < nslots; i++) {
