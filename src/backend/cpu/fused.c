@@ -196,7 +196,7 @@ static bool plan_homes(fk_plan *P) {
 }
 
 /* The value of UNIFORM operand v (a load's first element, or computed). */
-static fk_val uniform_val(fk_plan *P, int v) {
+static fk_val uniform_val(const fk_plan *P, int v) {
     return (fk_val){P->home[v] == H_LOAD ? P->base[v] : (char *)P->uni[v], 0};
 }
 
@@ -224,7 +224,7 @@ static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
     _Alignas(64) char stage[4][BUF_BYTES];
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
-        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val((fk_plan *)P, j);
+        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val(P, j);
     for (int64_t i0 = 0; i0 < n; i0 += TILE) {
         int64_t len = n - i0 < TILE ? n - i0 : TILE;
         for (int j = 0; j < k->nin; j++)
@@ -382,7 +382,7 @@ static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     char *rowbuf = P->rowbuf ? P->rowbuf + (size_t)chunk * (size_t)P->nrowbuf * (size_t)P->L * 8 : NULL;
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
-        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val((fk_plan *)P, j);
+        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val(P, j);
     int64_t idx[NB_MAX_DIMS] = {0};
     for (int64_t d = P->nouter - 1, rem = lo; d >= 0; d--) {
         idx[d] = rem % P->oshape[d];
