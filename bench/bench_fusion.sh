@@ -10,28 +10,16 @@
 # (/work/venv/bin/python3: a venv with jax and torch 2.x; a missing one leaves its peers out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:-build/release}
-threads=${NB_BENCH_THREADS:-2}
-rounds=${NB_BENCH_ROUNDS:-3}
-py=${NB_BENCH_VENV:-/work/venv/bin/python3}
-if [ ! -x "$build/bench/bench_fusion" ]; then
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DNB_BUILD_BENCH=ON >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target bench_fusion >/dev/null
-fi
-pin=()
-if command -v taskset >/dev/null && [ "$(nproc)" -ge "$threads" ]; then pin=(taskset -c "0-$((threads - 1))"); fi
-export NB_BENCH_THREADS=$threads
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. bench/common.sh
+bench_setup bench_fusion 3 "${1:-}"
 for r in $(seq "$rounds"); do
   echo "round $r/$rounds" >&2
-  "${pin[@]}" "$build/bench/bench_fusion" >> "$tmp/lines"
-  if [ -x "$py" ]; then "${pin[@]}" "$py" bench/peers_fusion.py 2>/dev/null >> "$tmp/lines" || true; fi
+  bench_round bench_fusion peers_fusion.py
 done
 grep -m1 '^# cpu' "$tmp/lines" || true
 echo "medians of $rounds rounds (each the median of NB_BENCH_REPS calls), $threads threads, pinned: ${pin[*]:-no}"
 echo
-awk '
+awk "$bench_awk_lib"'
   /^case=/ {
     split($0, kv, " "); c = ""; i = ""; t_ms = ""
     fm = ""
@@ -41,14 +29,7 @@ awk '
   }
   /^memory / { mem = substr($0, 8) }
   /^compile / { split($0, kv, " "); for (k in kv) { split(kv[k], p, "="); if (p[1] == "case") c = p[2]; if (p[1] == "first_ms") f[c] = p[2]; if (p[1] == "cached_ms") h[c] = p[2] } }
-  function med(key,   m, a, j, k, t) {
-    m = n[key]; if (!m) return ""
-    for (j = 1; j <= m; j++) a[j] = v[key "," j] + 0
-    for (j = 1; j <= m; j++) for (k = j + 1; k <= m; k++) if (a[k] < a[j]) { t = a[j]; a[j] = a[k]; a[k] = t }
-    return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
-  }
   function ms(x) { return x == "" ? "—" : sprintf("%.2f", x) }
-  function ratio(x, y) { return (x == "" || y == "") ? "—" : sprintf("%.2f", x / y) }
   END {
     print "| workload | memcpy ms | nabla fused ms | nabla eager ms | JAX jit ms | torch.compile ms | PyTorch eager ms | fused / memcpy bandwidth | fused / JAX | fused / torch.compile |"
     print "|---|---|---|---|---|---|---|---|---|---|"

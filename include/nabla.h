@@ -1470,6 +1470,8 @@ void nb_graph_release(nb_graph *g);
 int nb_graph_node_count(const nb_graph *g);
 /** Output count; -1 for NULL. */
 int nb_graph_output_count(const nb_graph *g);
+/** The name of output i (borrowed, valid while g lives); NULL for NULL g or i out of range. */
+const char *nb_graph_output_name(const nb_graph *g, int i);
 /** Check the IR's invariants (ids, topological wiring, metadata agreeing with each op's
  *  infer rule, outputs).  NB_OK, or NB_ERR_FORMAT naming the node at fault. */
 nb_status nb_graph_verify(const nb_graph *g);
@@ -1629,6 +1631,129 @@ nb_status nb_compile_cache_set_capacity(size_t capacity);
  * NB_ERR_NULL.
  */
 nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor **grads);
+
+/* ------------------------------------------------------------------------ */
+/* Function transforms (JAX-shaped; SPEC X1-X5)                             */
+/* ------------------------------------------------------------------------ */
+/*
+ * A Func is a finished graph (nb_graph_build, or nb_graph_begin ...
+ * nb_graph_end): a function of its named inputs and params returning its
+ * named outputs.  Every transform below takes a Func and returns a NEW Func
+ * (a graph reference the caller releases with nb_graph_release; f is not
+ * changed and may be released at once), so transforms compose in any order
+ * and depth — vmap of grad, grad of grad, jvp of grad, vmap of vmap — and
+ * nb_func_jit compiles any of them once (through the compile cache: the same
+ * Func run again with the same shapes does not recompile).  Each transform
+ * re-issues f's ops through the one dispatch point while it traces the new
+ * graph: grad, vjp and jvp with the derivative rules of the op table (the
+ * eager tape's), vmap with each op's batching rule.  Symbolic dims pass
+ * through every transform.
+ *
+ * The seed's `f.grad(["x"]).vmap(["x"], 4).jit()`, where f(x) = sum(x * x)
+ * over x [3]:
+ *
+ *     nb_graph *f = nb_graph_begin("f");
+ *     nb_tensor *x = nb_graph_input(f, "x", NB_F32, NB_SHAPE(3));
+ *     nb_graph_output(f, "out", nb_sum(nb_mul(x, x), NULL, 0, false));
+ *     nb_graph_end(f);
+ *     nb_graph *g = nb_func_grad(f, 1, (const char *[]){"x"});      // x [3] -> grad_x [3]
+ *     nb_graph *bg = nb_func_vmap(g, 1, (const char *[]){"x"}, (int[]){0}, 4, NULL);
+ *     nb_compiled *c = nb_func_jit(bg);                             // x [4, 3] -> grad_x [4, 3]
+ *     nb_tensor *xs = ..., *grads;                                  // [4, 3]
+ *     nb_compiled_run(c, 1, (const char *[]){"x"}, &xs, 1, &grads); // grads = 2 * xs
+ *
+ * Naming: a gradient with respect to w is the output "grad_<w>"; a tangent
+ * input is "tangent_<w>", a tangent output "tangent_<out>"; a cotangent input
+ * "ct_<out>"; a Jacobian "jac_<w>"; a Hessian-vector product "hvp_<w>".
+ * Names over 255 characters are NB_ERR_ARG.
+ *
+ * Where nabla differs from JAX: functions take and return named tensors,
+ * not pytrees and positions; grad differentiates output 0 and ignores the
+ * others (JAX's has_aux), value_and_grad returns all of f's outputs first;
+ * jvp and vjp return the primal outputs as outputs of the same Func; only
+ * float outputs get tangents and cotangents (JAX's float0 ones are left
+ * out); vmap names its batched inputs (the rest are unbatched, JAX's None)
+ * and batches no params.
+ *
+ * Errors of every transform: NB_ERR_NULL (f, a list or a name NULL),
+ * NB_ERR_STATE (f still being built, or a lazy graph), NB_ERR_ARG (an
+ * unknown or repeated name, naming f's inputs; no name given), NB_ERR_DTYPE
+ * (differentiating with respect to a non-float input), NB_ERR_OOM, and any
+ * error an op reports while the new graph is traced (naming the op).
+ */
+
+/** The compiled plan of Func f on f's device (nb_graph_compile through this thread's cache).
+ *  Run it with nb_compiled_run and named arguments.  Errors as nb_graph_compile. */
+nb_compiled *nb_func_jit(nb_graph *f);
+/**
+ * Call Func f on named arguments (each of f's inputs once; names[i] = values[i]) and write its
+ * first nout outputs to outputs (scoped).  Inside a trace (nb_graph_begin) f's ops are added to
+ * the graph being built — the arguments may be symbolic tensors of it — so a Func can be used
+ * as a function while tracing another; outside one, f is compiled (cached) and run as
+ * nb_compiled_run does.  Errors: those of nb_compiled_run (a missing, unknown or repeated
+ * name, a dtype or shape that does not match the input's), and of the ops.
+ */
+nb_status nb_func_call(nb_graph *f, int n, const char *const *names, nb_tensor *const *values, int nout,
+                       nb_tensor **outputs);
+/**
+ * grad (jax.grad): a Func of f's inputs whose outputs are grad_<w> = d out0 / d w for each of
+ * the n names wrt (inputs or params of f; float), out0 being f's first output, which must hold
+ * one element (NB_ERR_SHAPE naming its shape otherwise: use nb_func_vjp).  Built by the
+ * derivative rules of the eager tape (nb_graph_grad), so its values equal the tape's.
+ */
+nb_graph *nb_func_grad(nb_graph *f, int n, const char *const *wrt);
+/** value_and_grad (jax.value_and_grad): as nb_func_grad, with every output of f first (same
+ *  names), then the gradients. */
+nb_graph *nb_func_value_and_grad(nb_graph *f, int n, const char *const *wrt);
+/**
+ * vjp (jax.vjp): a Func of f's inputs plus one cotangent input ct_<out> per float output of f
+ * (its dtype and shape), whose outputs are f's outputs, then grad_<w> = sum over the outputs of
+ * J_out(w)^T ct_out for each name w — reverse mode for outputs of any shape.
+ */
+nb_graph *nb_func_vjp(nb_graph *f, int n, const char *const *wrt);
+/**
+ * jvp (jax.jvp): a Func of f's inputs plus a tangent input tangent_<w> per name w (the input's
+ * dtype and shape), whose outputs are f's outputs, then tangent_<out> = sum over w of
+ * J_out(w) tangent_w for each float output — forward mode.  Every op with a derivative rule
+ * has its tangent: the JVP is derived from the VJP rules by transposition (J t = d/du <J^T u,
+ * t>, the linear-transposition trick of Griewank & Walther, "Evaluating Derivatives", 2008),
+ * which the compiler's dead-code and folding passes reduce to the forward-mode graph.  Non-
+ * differentiable ops (comparisons, argmax, floor's derivative) have zero tangents.
+ */
+nb_graph *nb_func_jvp(nb_graph *f, int n, const char *const *wrt);
+/**
+ * hvp (forward over reverse: jvp of grad): a Func of f's inputs plus tangent_<w> per name,
+ * whose outputs are hvp_<w> = the Hessian of f's scalar output 0 applied to the tangents
+ * (sum over v of d^2 out0 / dw dv · tangent_v).  Errors as nb_func_grad.
+ */
+nb_graph *nb_func_hvp(nb_graph *f, int n, const char *const *wrt);
+/**
+ * jacfwd / jacrev (jax.jacfwd, jax.jacrev): a Func of f's inputs whose outputs are jac_<w>, the
+ * Jacobian of f's first output (float, shape O) with respect to each name w (shape W), of
+ * shape O ++ W.  jacfwd pushes the identity basis of W through vmap(jvp), jacrev pulls the
+ * basis of O back through vmap(vjp); they agree to rounding.  O and W must be concrete
+ * (NB_ERR_SHAPE naming the symbolic one).
+ */
+nb_graph *nb_func_jacfwd(nb_graph *f, int n, const char *const *wrt);
+nb_graph *nb_func_jacrev(nb_graph *f, int n, const char *const *wrt);
+/** An in_axes entry of nb_func_vmap: the input is named but not batched (JAX's None). */
+#define NB_UNBATCHED INT32_MIN
+/**
+ * vmap (jax.vmap): a Func like f in which each of the n named inputs gains a batch axis of
+ * size `batch` at in_axes[i] (in [-r-1, r] for an input of rank r; NB_UNBATCHED: none), and
+ * every output of f gets it at out_axes[j] (NULL: 0 for every output; in [-r-1, r] for an
+ * output of rank r).  Inputs not named, and params, are unbatched and shared by every example
+ * — never copied per example.  batch is a size >= 0 or a symbolic dim (nb_dim).  The batch
+ * axis is carried through each op by its batching rule (elementwise ops broadcast against it,
+ * reductions, scans, views, matmul, gather, scatter, cat and pad shift their axes, the window
+ * ops fold it into N): every op of the table runs once for the whole batch.  An output
+ * that does not depend on a batched input is broadcast to the batch (as JAX does).  Running it
+ * with batched inputs whose batch sizes disagree is the run's NB_ERR_SHAPE.  Errors: also
+ * NB_ERR_AXIS (an axis out of range, naming the input or output and its rank), NB_ERR_ARG (a
+ * param named, batch < -1 and not a dim).
+ */
+nb_graph *nb_func_vmap(nb_graph *f, int n, const char *const *names, const int *in_axes, int64_t batch,
+                       const int *out_axes);
 
 /* ------------------------------------------------------------------------ */
 /* Eval mode: lazy tensors                                                  */

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 nb_tensor *nbt_ok(nb_tensor *t, const char *expr, const char *file, int line) {
     if (!t) {
@@ -12,6 +13,13 @@ nb_tensor *nbt_ok(nb_tensor *t, const char *expr, const char *file, int line) {
         fail();
     }
     return t;
+}
+
+void nbt_expect_error(nb_status code, const char *needle) {
+    if (nb_last_status() != code || !strstr(nb_last_message(), needle))
+        fail_msg("expected %s with '%s', got %s: %s", nb_status_name(code), needle, nb_status_name(nb_last_status()),
+                 nb_last_message());
+    nb_clear_error();
 }
 
 double nbt_at(nb_tensor *t, int64_t flat) {

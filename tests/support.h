@@ -21,6 +21,8 @@ double nbt_close_ratio(nb_tensor *a, nb_tensor *b, double rtol, double atol);
  *  asserts that recording is on and no error is pending. */
 int nbt_setup(void **state);
 int nbt_teardown(void **state);
+/** Fail unless the pending error is `code` with a message containing `needle`; then clear it. */
+void nbt_expect_error(nb_status code, const char *needle);
 /** Value at a flat row-major position, as double. */
 double nbt_at(nb_tensor *t, int64_t flat);
 

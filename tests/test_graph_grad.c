@@ -42,15 +42,6 @@ static void assert_bitwise(nb_tensor *got, nb_tensor *want) {
     }
 }
 
-static void assert_error(nb_status code, const char *needle) {
-    if (nb_last_status() != code || !strstr(nb_last_message(), needle)) {
-        fprintf(stderr, "expected %s with '%s', got %s: %s\n", nb_status_name(code), needle,
-                nb_status_name(nb_last_status()), nb_last_message());
-        fail();
-    }
-    nb_clear_error();
-}
-
 /* ---- the function differentiated both ways (unary, binary and where ops) ---- */
 
 static nb_tensor *f(nb_tensor *x, nb_tensor *y) {
@@ -334,10 +325,10 @@ static void errors(void **state) {
     (void)state;
     nb_tensor *gr[1];
     assert_int_equal(nb_graph_grad(NULL, 0, NULL, NULL), NB_ERR_NULL);
-    assert_error(NB_ERR_NULL, "graph_grad: loss is NULL");
+    nbt_expect_error(NB_ERR_NULL, "graph_grad: loss is NULL");
     nb_tensor *c = scalar64(1);
     assert_int_equal(nb_graph_grad(c, 1, &c, gr), NB_ERR_STATE); /* a concrete loss */
-    assert_error(NB_ERR_STATE, "loss is not a symbolic tensor");
+    nbt_expect_error(NB_ERR_STATE, "loss is not a symbolic tensor");
 
     nb_graph *outer = nb_graph_begin("outer");
     assert_non_null(outer);
@@ -346,41 +337,41 @@ static void errors(void **state) {
     nb_tensor *i = NBT(nb_graph_input(outer, "i", NB_I32, NULL, 0));
     nb_tensor *s = NBT(nb_exp(a));
     assert_int_equal(nb_graph_grad(NBT(nb_exp(v)), 1, &v, gr), NB_ERR_SHAPE);
-    assert_error(NB_ERR_SHAPE, "loss of shape [3] is not a scalar");
+    nbt_expect_error(NB_ERR_SHAPE, "loss of shape [3] is not a scalar");
     assert_null(gr[0]);
     assert_int_equal(nb_graph_grad(s, 1, &i, gr), NB_ERR_DTYPE);
-    assert_error(NB_ERR_DTYPE, "wrt[0] has dtype int32");
+    nbt_expect_error(NB_ERR_DTYPE, "wrt[0] has dtype int32");
     assert_int_equal(nb_graph_grad(NBT(nb_mul(i, i)), 1, &a, gr), NB_ERR_DTYPE);
-    assert_error(NB_ERR_DTYPE, "loss has dtype int32");
+    nbt_expect_error(NB_ERR_DTYPE, "loss has dtype int32");
     assert_int_equal(nb_graph_grad(s, 1, (nb_tensor *[]){NULL}, gr), NB_ERR_NULL);
-    assert_error(NB_ERR_NULL, "wrt[0] is NULL");
+    nbt_expect_error(NB_ERR_NULL, "wrt[0] is NULL");
     assert_int_equal(nb_graph_grad(s, 1, NULL, gr), NB_ERR_NULL);
-    assert_error(NB_ERR_NULL, "wrt or grads is NULL");
+    nbt_expect_error(NB_ERR_NULL, "wrt or grads is NULL");
     assert_int_equal(nb_graph_grad(s, 1, &c, gr), NB_ERR_STATE); /* a concrete wrt */
-    assert_error(NB_ERR_STATE, "wrt[0] is not a symbolic tensor of the loss's graph 'outer'");
+    nbt_expect_error(NB_ERR_STATE, "wrt[0] is not a symbolic tensor of the loss's graph 'outer'");
 
     nb_graph *inner = nb_graph_begin("inner");
     assert_non_null(inner);
     nb_tensor *b = NBT(nb_graph_input(inner, "b", NB_F32, NULL, 0));
     nb_tensor *t = NBT(nb_mul(b, b));
     assert_int_equal(nb_graph_grad(t, 1, &a, gr), NB_ERR_STATE); /* wrt of another graph */
-    assert_error(NB_ERR_STATE, "wrt[0] is not a symbolic tensor of the loss's graph 'inner'");
+    nbt_expect_error(NB_ERR_STATE, "wrt[0] is not a symbolic tensor of the loss's graph 'inner'");
     assert_int_equal(nb_graph_grad(s, 1, &a, gr), NB_ERR_STATE); /* outer is not the innermost trace */
-    assert_error(NB_ERR_STATE, "'outer' is not the graph being traced");
+    nbt_expect_error(NB_ERR_STATE, "'outer' is not the graph being traced");
     assert_int_equal(nb_graph_output(inner, "t", t), NB_OK);
     assert_int_equal(nb_graph_end(inner), NB_OK);
 
     int64_t B = nb_dim("B");
     nb_tensor *w = NBT(nb_graph_input(outer, "w", NB_F32, NB_SHAPE(B)));
     assert_int_equal(nb_graph_grad(NBT(nb_exp(w)), 1, &w, gr), NB_ERR_SHAPE); /* [B] is no scalar */
-    assert_error(NB_ERR_SHAPE, "loss of shape [B]");
+    nbt_expect_error(NB_ERR_SHAPE, "loss of shape [B]");
     assert_int_equal(nb_graph_grad(s, 1, &a, gr), NB_OK); /* outer is the innermost again */
     assert_ptr_equal(gr[0]->graph, outer);
     assert_int_equal(nb_graph_output(outer, "s", s), NB_OK);
     nb_tensor *kept[2] = {nb_retain(s), nb_retain(a)}; /* past the graph's scope */
     assert_int_equal(nb_graph_end(outer), NB_OK);
     assert_int_equal(nb_graph_grad(kept[0], 1, &kept[1], gr), NB_ERR_STATE); /* no longer being built */
-    assert_error(NB_ERR_STATE, "'outer' is not the graph being traced");
+    nbt_expect_error(NB_ERR_STATE, "'outer' is not the graph being traced");
     nb_release(kept[0]);
     nb_release(kept[1]);
     nb_graph_release(inner);

@@ -286,6 +286,56 @@ static nb_status compiled_step(double *out, int *nout) {
     return st;
 }
 
+/* The function transforms of f(x [2, 3]; W [3, 3] a param) = sum(tanh(x @ W)), each jitted and run
+ * (the cache cleared at the end): out: grad_W (9), vmap(f) over the rows of x (2), jacrev of f by x
+ * (6), the jvp's value and its tangent along ones (2). */
+static nb_tensor *tw_value;
+
+static nb_status trace_f(nb_graph *g, void *ctx, void *meta) {
+    (void)meta;
+    const int64_t *shape = ctx; /* [2, 3] or [3] */
+    nb_tensor *x = nb_graph_input(g, "x", NB_F64, shape + (shape[0] == 3), shape[0] == 3 ? 1 : 2);
+    nb_tensor *w = nb_graph_param(g, "W", tw_value);
+    nb_tensor *y = nb_sum(nb_tanh(nb_matmul(x, w)), NULL, 0, false);
+    nb_status st = status_of(y);
+    return st == NB_OK ? nb_graph_output(g, "out", y) : st;
+}
+
+/* Run transform t of f (NULL: f itself) with x (and tangent when given); its outputs into out. */
+static nb_status run_transformed(nb_graph *t, nb_tensor *x, nb_tensor *tangent, double *out, int *nout) {
+    nb_compiled *c = t ? nb_func_jit(t) : NULL;
+    nb_status st = t ? status_of(c) : nb_last_status();
+    nb_tensor *res[2] = {NULL, NULL};
+    int k = tangent ? 2 : 1;
+    if (st == NB_OK) st = nb_compiled_run(c, k, (const char *[]){"x", "tangent_x"}, (nb_tensor *[]){x, tangent},
+                                          nb_graph_output_count(t), res);
+    for (int i = 0; st == NB_OK && i < nb_graph_output_count(t); i++) put_f64(out, nout, res[i]);
+    nb_compiled_release(c);
+    nb_graph_release(t);
+    return st;
+}
+
+static nb_status transforms(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    tw_value = nb_from_data((double[]){0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9}, NB_SHAPE(3, 3), NB_F64);
+    nb_tensor *xv = nb_from_data(CX, NB_SHAPE(2, 3), NB_F64), *ones = nb_ones(NB_SHAPE(2, 3), NB_F64);
+    int64_t full[3] = {2, 3, 3}, row[3] = {3, 3, 0};
+    nb_graph *f = tw_value && xv && ones ? nb_graph_build_with("f", trace_f, full, NULL) : NULL;
+    nb_graph *f1 = f ? nb_graph_build_with("row", trace_f, row, NULL) : NULL;
+    nb_status st = status_of(f1);
+    const char *x[] = {"x"};
+    if (st == NB_OK) st = run_transformed(nb_func_grad(f, 1, (const char *[]){"W"}), xv, NULL, out, nout);
+    if (st == NB_OK) st = run_transformed(nb_func_vmap(f1, 1, x, (int[]){0}, 2, NULL), xv, NULL, out, nout);
+    if (st == NB_OK) st = run_transformed(nb_func_jacrev(f, 1, x), xv, NULL, out, nout);
+    if (st == NB_OK) st = run_transformed(nb_func_jvp(f, 1, x), xv, ones, out, nout);
+    nb_graph_release(f1);
+    nb_graph_release(f);
+    nb_scope_end();
+    nb_compile_cache_clear();
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -415,6 +465,34 @@ static void oom_compiled_step(void **state) {
     memcpy(want + 19, CX, sizeof CX);
     expect_same(ref, nref, want, 25, "compiled step", 0);
     every_fault(compiled_step, "compiled step", ref, nref, total);
+    uninstall();
+}
+
+static void oom_transforms(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(transforms, ref, &nref);
+    /* the oracle: the eager tape on the same data (the jvp's tangent: the sum of d f / d x) */
+    double want[19];
+    nb_scope_begin();
+    nb_tensor *w = nb_from_data((double[]){0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, 0.8, -0.9}, NB_SHAPE(3, 3), NB_F64);
+    nb_tensor *xv = nb_from_data(CX, NB_SHAPE(2, 3), NB_F64);
+    nb_set_requires_grad(w, true);
+    nb_set_requires_grad(xv, true);
+    nb_tensor *h = nb_tanh(nb_matmul(xv, w)), *f = nb_sum(h, NULL, 0, false);
+    assert_int_equal(nb_backward(f, NULL, false), NB_OK);
+    assert_int_equal(nb_copy_to_host(nb_grad(w), want, 9 * sizeof(double)), NB_OK);
+    assert_int_equal(nb_copy_to_host(nb_sum(nb_detach(h), NB_AXES(-1), false), want + 9, 2 * sizeof(double)), NB_OK);
+    assert_int_equal(nb_copy_to_host(nb_grad(xv), want + 11, 6 * sizeof(double)), NB_OK);
+    assert_int_equal(nb_item(f, &want[17]), NB_OK);
+    assert_int_equal(nb_item(nb_sum(nb_grad(xv), NULL, 0, false), &want[18]), NB_OK);
+    nb_scope_end();
+    assert_true(fabs(ref[18] - want[18]) <= 1e-15 * fabs(want[18])); /* another summation order */
+    want[18] = ref[18];
+    expect_same(ref, nref, want, 19, "transforms", 0);
+    every_fault(transforms, "transforms", ref, nref, total);
     uninstall();
 }
 
@@ -581,7 +659,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

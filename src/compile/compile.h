@@ -13,9 +13,6 @@
 
 #include <string.h>
 
-/** The slot of value v in a run's value table. */
-static inline int32_t nb__slot(nb_gval v) { return v.node * NB_MAX_OUTS + v.out; }
-
 /** Why a node of a fusible kind runs alone (the compile report's missed fusions). */
 typedef enum nb_fuse_miss {
     NB_FUSE_OK,          /* fused, or not of a fusible kind */

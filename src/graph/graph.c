@@ -36,6 +36,10 @@ void nb_graph_release(nb_graph *g) {
 int nb_graph_node_count(const nb_graph *g) { return g ? g->n : -1; }
 int nb_graph_output_count(const nb_graph *g) { return g ? g->n_outputs : -1; }
 
+const char *nb_graph_output_name(const nb_graph *g, int i) {
+    return g && i >= 0 && i < g->n_outputs ? g->output_names[i] : NULL;
+}
+
 /* ---- the value map: which node a concrete tensor stands for (capture is O(1)) ---- */
 
 struct nb__vslot {

@@ -64,6 +64,8 @@ nb_status nb__graph_apply(nb_graph *g, nb_op op, nb_tensor *const *in, int n, co
 int32_t nb__graph_append(nb_graph *g, const nb_gnode *nd);
 /** A new symbolic tensor for value v of g (retains g). Unscoped. */
 nb_tensor *nb__graph_tensor(nb_graph *g, nb_gval v);
+/** The slot of value v in a table indexed by value (a run's, a transform's): node * NB_MAX_OUTS + out. */
+static inline int32_t nb__slot(nb_gval v) { return v.node * NB_MAX_OUTS + v.out; }
 /** Metadata of a value. */
 static inline const nb_meta *nb__gval_meta(const nb_graph *g, nb_gval v) { return &g->nodes[v.node].out[v.out]; }
 /** The value t stands for in g: its own when t belongs to g, a node imported from t's graph
