@@ -1664,8 +1664,10 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
  *
  * Naming: a gradient with respect to w is the output "grad_<w>"; a tangent
  * input is "tangent_<w>", a tangent output "tangent_<out>"; a cotangent input
- * "ct_<out>"; a Jacobian "jac_<w>"; a Hessian-vector product "hvp_<w>".
- * Names over 255 characters are NB_ERR_ARG.
+ * "ct_<out>"; a Jacobian "jac_<w>"; a Hessian-vector product "hvp_<w>".  When
+ * the new Func has that name already (value_and_grad of value_and_grad, jvp
+ * of jvp), the prefix is repeated until the name is free: "grad_grad_x",
+ * "tangent_tangent_x".  Names over 255 characters are NB_ERR_ARG.
  *
  * Where nabla differs from JAX: functions take and return named tensors,
  * not pytrees and positions; grad differentiates output 0 and ignores the
@@ -1676,10 +1678,11 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
  * and batches no params.
  *
  * Errors of every transform: NB_ERR_NULL (f, a list or a name NULL),
- * NB_ERR_STATE (f still being built, or a lazy graph), NB_ERR_ARG (an
- * unknown or repeated name, naming f's inputs; no name given), NB_ERR_DTYPE
- * (differentiating with respect to a non-float input), NB_ERR_OOM, and any
- * error an op reports while the new graph is traced (naming the op).
+ * NB_ERR_STATE (f still being built, a lazy graph, a graph without outputs),
+ * NB_ERR_ARG (an unknown or repeated name, naming f's inputs; no name, or
+ * more names than f has inputs and params), NB_ERR_DTYPE (differentiating
+ * with respect to a non-float input, or a non-float output), NB_ERR_OOM,
+ * and any error an op reports while the new graph is traced (naming the op).
  */
 
 /** The compiled plan of Func f on f's device (nb_graph_compile through this thread's cache).
@@ -1687,11 +1690,16 @@ nb_status nb_graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_tensor
 nb_compiled *nb_func_jit(nb_graph *f);
 /**
  * Call Func f on named arguments (each of f's inputs once; names[i] = values[i]) and write its
- * first nout outputs to outputs (scoped).  Inside a trace (nb_graph_begin) f's ops are added to
- * the graph being built — the arguments may be symbolic tensors of it — so a Func can be used
- * as a function while tracing another; outside one, f is compiled (cached) and run as
- * nb_compiled_run does.  Errors: those of nb_compiled_run (a missing, unknown or repeated
- * name, a dtype or shape that does not match the input's), and of the ops.
+ * first nout outputs to outputs (new references, scoped).  Inside a trace (nb_graph_begin) f's
+ * ops are added to the graph being built — the arguments may be symbolic tensors of it — so a
+ * Func can be used as a function while tracing another: each argument must have its input's
+ * dtype and shape, a symbolic dim matching only itself (use the same nb_dim names in both
+ * graphs), and every output is a symbolic tensor of the graph being built (f's constants and
+ * params are captured, never handed out).  f's params become params of that graph (NB_ERR_ARG
+ * when it has another tensor or an input under the same name).  Outside a trace f is compiled
+ * (cached) and run as nb_compiled_run does, binding its symbolic dims.  Errors: NB_ERR_NULL,
+ * NB_ERR_ARG (a missing, unknown or repeated name; nout beyond f's outputs), NB_ERR_DTYPE,
+ * NB_ERR_SHAPE (naming the input), those of nb_compiled_run, and of the ops.
  */
 nb_status nb_func_call(nb_graph *f, int n, const char *const *names, nb_tensor *const *values, int nout,
                        nb_tensor **outputs);
@@ -1746,11 +1754,14 @@ nb_graph *nb_func_jacrev(nb_graph *f, int n, const char *const *wrt);
  * — never copied per example.  batch is a size >= 0 or a symbolic dim (nb_dim).  The batch
  * axis is carried through each op by its batching rule (elementwise ops broadcast against it,
  * reductions, scans, views, matmul, gather, scatter, cat and pad shift their axes, the window
- * ops fold it into N): every op of the table runs once for the whole batch.  An output
- * that does not depend on a batched input is broadcast to the batch (as JAX does).  Running it
- * with batched inputs whose batch sizes disagree is the run's NB_ERR_SHAPE.  Errors: also
- * NB_ERR_AXIS (an axis out of range, naming the input or output and its rank), NB_ERR_ARG (a
- * param named, batch < -1 and not a dim).
+ * ops fold it into N): every op of the table runs once for the whole batch.  Random ops draw
+ * independently for each example, as running f once per example would (torch.func.vmap's
+ * randomness="different"; JAX would share an unbatched key's draw).  An output that does not
+ * depend on a batched input is broadcast to the batch (as JAX does).  Running it with batched
+ * inputs whose batch sizes disagree is the run's NB_ERR_SHAPE.  Errors: also NB_ERR_AXIS (an
+ * axis out of range, naming the input or output and its rank), NB_ERR_ARG (a param named; a
+ * negative batch that is not a dim; a symbolic batch that no input carries, so that no run
+ * could bind it), NB_ERR_NULL (in_axes NULL).
  */
 nb_graph *nb_func_vmap(nb_graph *f, int n, const char *const *names, const int *in_axes, int64_t batch,
                        const int *out_axes);

@@ -589,6 +589,39 @@ static void grad_of_vmap_and_call(void **state) {
     nb_scope_end();
 }
 
+/* A symbolic size N through vjp, jvp and hvp: one plan each, run at two sizes, against the exact
+ * derivatives of f(x [N]) = sum(exp(x) x): f' = e^x (1 + x), f'' = e^x (2 + x). */
+static void symbolic_dims_through_transforms(void **state) {
+    (void)state;
+    nb_scope_begin();
+    int64_t N = nb_dim("N");
+    nb_graph *f = nb_graph_begin("f");
+    nb_tensor *x = nb_graph_input(f, "x", NB_F64, &N, 1);
+    nb_graph_output(f, "out", nb_sum(nb_mul(nb_exp(x), x), NULL, 0, false));
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    const char *xn[] = {"x"}, *two[] = {"x", "tangent_x"};
+    nb_graph *j = nb_func_jvp(f, 1, xn), *h = nb_func_hvp(f, 1, xn), *v = nb_func_vjp(f, 1, xn);
+    for (int64_t n = 3; n <= 5; n += 2) {
+        nb_tensor *xv = randn(&n, 1), *tv = randn(&n, 1), *jr[2], *hr[1], *vr[2];
+        run(j, 2, two, (nb_tensor *[]){xv, tv}, jr);
+        run(h, 2, two, (nb_tensor *[]){xv, tv}, hr);
+        run(v, 2, (const char *[]){"x", "ct_out"}, (nb_tensor *[]){xv, NBT(nb_scalar(2.0, NB_F64))}, vr);
+        double tangent = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double a = nbt_at(xv, i), t = nbt_at(tv, i);
+            tangent += exp(a) * (1 + a) * t;
+            assert_true(fabs(nbt_at(hr[0], i) - exp(a) * (2 + a) * t) <= 1e-13 * (1 + fabs(exp(a) * (2 + a) * t)));
+            assert_true(fabs(nbt_at(vr[1], i) - 2 * exp(a) * (1 + a)) <= 1e-13 * (1 + fabs(exp(a) * (1 + a))));
+        }
+        assert_true(fabs(nbt_at(jr[1], 0) - tangent) <= 1e-13 * (1 + fabs(tangent)));
+    }
+    nb_graph_release(v);
+    nb_graph_release(h);
+    nb_graph_release(j);
+    nb_graph_release(f);
+    nb_scope_end();
+}
+
 /* ------------------------------------------------------------------------ */
 /* Compositions against JAX goldens                                         */
 /* ------------------------------------------------------------------------ */
@@ -696,6 +729,122 @@ static void jax_compositions(void **state) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Compositions whose generated names meet, constants through nb_func_call, random draws  */
+/* under vmap, and the fused plan of vmap(hvp) (regressions)                              */
+/* ------------------------------------------------------------------------ */
+
+/* f(x [3]) = sum(x^3): the Hessian diag(6x) by jacrev(grad) and jacfwd(grad); jvp of jvp (second
+ * directional derivative sum(6 x t1 t2)); value_and_grad twice, names prefixed again. */
+static void compositions_with_meeting_names(void **state) {
+    (void)state;
+    nb_scope_begin();
+    nb_graph *f = nb_graph_begin("cube");
+    nb_tensor *x = nb_graph_input(f, "x", NB_F64, NB_SHAPE(3));
+    nb_graph_output(f, "out", nb_sum(nb_pow(x, 3.0), NULL, 0, false));
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    const char *xn[] = {"x"};
+    const double xv[3] = {0.5, -1.5, 2}, t1[3] = {1, 2, -1}, t2[3] = {0.25, -1, 3};
+    nb_tensor *xt = NBT(nb_from_data(xv, NB_SHAPE(3), NB_F64)), *res[4];
+    nb_graph *g = nb_func_grad(f, 1, xn), *hr = nb_func_jacrev(g, 1, xn), *hf = nb_func_jacfwd(g, 1, xn);
+    run(hr, 1, xn, &xt, res);
+    run(hf, 1, xn, &xt, res + 1);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            assert_true(nbt_at(res[0], 3 * i + j) == (i == j ? 6 * xv[i] : 0));
+            assert_true(nbt_at(res[1], 3 * i + j) == (i == j ? 6 * xv[i] : 0));
+        }
+    nb_graph *j1 = nb_func_jvp(f, 1, xn), *j2 = nb_func_jvp(j1, 1, xn);
+    const char *jn[] = {"x", "tangent_x", "tangent_tangent_x"};
+    run(j2, 3, jn,
+        (nb_tensor *[]){xt, NBT(nb_from_data(t1, NB_SHAPE(3), NB_F64)), NBT(nb_from_data(t2, NB_SHAPE(3), NB_F64))},
+        res);
+    const char *want[] = {"out", "tangent_out", "tangent_tangent_out", "tangent_tangent_tangent_out"};
+    double second = 0, along2 = 0;
+    for (int i = 0; i < 3; i++) {
+        second += 6 * xv[i] * t1[i] * t2[i];
+        along2 += 3 * xv[i] * xv[i] * t2[i];
+    }
+    for (int i = 0; i < 4; i++) assert_string_equal(nb_graph_output_name(j2, i), want[i]);
+    assert_true(fabs(nbt_at(res[2], 0) - along2) <= 1e-13);
+    assert_true(fabs(nbt_at(res[3], 0) - second) <= 1e-13);
+    nb_graph *v1 = nb_func_value_and_grad(f, 1, xn), *v2 = nb_func_value_and_grad(v1, 1, xn);
+    const char *vn[] = {"out", "grad_x", "grad_grad_x"};
+    for (int i = 0; i < 3; i++) assert_string_equal(nb_graph_output_name(v2, i), vn[i]);
+    nb_graph *gs[] = {g, hr, hf, j1, j2, v1, v2, f};
+    for (size_t i = 0; i < sizeof gs / sizeof *gs; i++) nb_graph_release(gs[i]);
+    nb_scope_end();
+}
+
+static void call_returns_no_constant_and_draws_per_example(void **state) {
+    (void)state;
+    nb_scope_begin();
+    /* a constant output of a Func called inside a trace is a symbolic tensor, not the constant */
+    nb_tensor *k = NBT(nb_full(NB_SHAPE(3), 2.0, NB_F64));
+    nb_graph *f = nb_graph_begin("f");
+    nb_tensor *x = nb_graph_input(f, "x", NB_F64, NB_SHAPE(3));
+    nb_graph_output(f, "y", nb_add(x, k));
+    nb_graph_output(f, "k", k);
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    nb_graph *o = nb_graph_begin("o");
+    nb_tensor *z = nb_graph_input(o, "z", NB_F64, NB_SHAPE(3)), *r[2];
+    assert_int_equal(nb_func_call(f, 1, (const char *[]){"x"}, &z, 2, r), NB_OK);
+    assert_ptr_not_equal(r[1], k);
+    assert_int_not_equal(nb_fill_(r[1], 100.0), NB_OK); /* symbolic: no data to write */
+    nb_clear_error();
+    nb_graph_output(o, "y", r[0]);
+    assert_int_equal(nb_graph_end(o), NB_OK);
+    nb_tensor *out = NULL;
+    assert_int_equal(nb_func_call(f, 1, (const char *[]){"x"}, (nb_tensor *[]){NBT(nb_ones(NB_SHAPE(3), NB_F64))}, 1,
+                                  &out), NB_OK);
+    for (int i = 0; i < 3; i++) assert_true(nbt_at(out, i) == 3.0);
+    /* dropout under vmap: a mask per example */
+    nb_graph *d = nb_graph_begin("drop");
+    nb_tensor *w = nb_graph_input(d, "w", NB_F64, NB_SHAPE(64));
+    nb_graph_output(d, "out", nb_dropout(w, 0.5, true));
+    assert_int_equal(nb_graph_end(d), NB_OK);
+    nb_graph *v = nb_func_vmap(d, 1, (const char *[]){"w"}, (int[]){NB_UNBATCHED}, 4, NULL);
+    nb_tensor *res[1];
+    run(v, 1, (const char *[]){"w"}, (nb_tensor *[]){NBT(nb_ones(NB_SHAPE(64), NB_F64))}, res);
+    int differ = 0;
+    for (int b = 1; b < 4; b++)
+        for (int i = 0; i < 64; i++) differ += nbt_at(res[0], 64 * b + i) != nbt_at(res[0], i);
+    for (int i = 0; i < 4 * 64; i++) assert_true(nbt_at(res[0], i) == 0 || nbt_at(res[0], i) == 2);
+    assert_true(differ > 0);
+    nb_graph_release(v);
+    nb_graph_release(d);
+    nb_graph_release(o);
+    nb_graph_release(f);
+    nb_scope_end();
+}
+
+/* vmap of an hvp with respect to two inputs: its fused plan once had a cycle through a kernel
+ * whose members lay on both sides of the kernel being grown (fuse.c's reach_bound). */
+static void vmap_of_hvp_compiles(void **state) {
+    (void)state;
+    nb_scope_begin();
+    nb_graph *f = nb_graph_begin("f");
+    nb_tensor *x = nb_graph_input(f, "x", NB_F64, NB_SHAPE(4, 5)), *y = nb_graph_input(f, "y", NB_F64, NB_SHAPE(4, 5));
+    nb_tensor *l = nb_cross_entropy(x, nb_softmax(y, -1), NB_CROSS_ENTROPY_DEFAULTS);
+    nb_graph_output(f, "out", nb_mul(l, nb_sin(l)));
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    const char *xy[] = {"x", "y"}, *args[] = {"x", "y", "tangent_x", "tangent_y"};
+    nb_graph *h = nb_func_hvp(f, 2, xy);
+    nb_graph *v = nb_func_vmap(h, 1, (const char *[]){"x"}, (int[]){0}, 3, NULL);
+    nb_tensor *xs = randn(NB_SHAPE(3, 4, 5)), *yv = randn(NB_SHAPE(4, 5)), *tx = randn(NB_SHAPE(4, 5)),
+              *ty = randn(NB_SHAPE(4, 5)), *res[2], *one[2];
+    run(v, 4, args, (nb_tensor *[]){xs, yv, tx, ty}, res);
+    for (int b = 0; b < 3; b++) {
+        run(h, 4, args, (nb_tensor *[]){NBT(nb_select(xs, 0, b)), yv, tx, ty}, one);
+        expect_close("vmap(hvp) x", NBT(nb_select(res[0], 0, b)), one[0], 1e-13, 1e-13);
+        expect_close("vmap(hvp) y", NBT(nb_select(res[1], 0, b)), one[1], 1e-13, 1e-13);
+    }
+    nb_graph_release(v);
+    nb_graph_release(h);
+    nb_graph_release(f);
+    nb_scope_end();
+}
+
+/* ------------------------------------------------------------------------ */
 /* Typed errors                                                             */
 /* ------------------------------------------------------------------------ */
 
@@ -723,6 +872,21 @@ static void errors(void **state) {
     nbt_expect_error(NB_ERR_NULL, "grad");
     assert_null(nb_func_vmap(f, 0, NULL, NULL, 4, NULL));
     nbt_expect_error(NB_ERR_ARG, "vmap: 0 names given");
+    assert_null(nb_func_grad(f, 100000000, NULL));
+    nbt_expect_error(NB_ERR_ARG, "100000000 names given for Func 'f'");
+    assert_null(nb_func_vmap(f, 1, NULL, (int[]){0}, 4, NULL));
+    nbt_expect_error(NB_ERR_NULL, "vmap: names is NULL");
+    assert_null(nb_func_grad(f, 1, (const char *[]){"i"}));
+    nbt_expect_error(NB_ERR_DTYPE, "grad: 'i' of Func 'f' has dtype int64; gradients need a float input");
+    assert_null(nb_func_vmap(f, 1, (const char *[]){"x"}, (int[]){NB_UNBATCHED}, nb_dim("Q"), NULL));
+    nbt_expect_error(NB_ERR_ARG, "vmap: the batch size 'Q' is symbolic but no input is batched or has it");
+    nb_graph *empty = nb_graph_begin("empty");
+    nb_graph_input(empty, "x", NB_F32, NB_SHAPE(3));
+    assert_int_equal(nb_graph_end(empty), NB_ERR_STATE);
+    nb_clear_error();
+    assert_null(nb_func_jacfwd(empty, 1, (const char *[]){"x"}));
+    nbt_expect_error(NB_ERR_STATE, "jacfwd: Func 'empty' has no output");
+    nb_graph_release(empty);
     /* batch sizes that disagree between inputs: the run names the input */
     nb_graph *v = nb_func_vmap(f, 2, (const char *[]){"x", "i"}, (int[]){0, 0}, 4, NULL);
     nb_compiled *c = nb_func_jit(v);
@@ -805,6 +969,10 @@ int main(void) {
     T(jacobians_agree);
     T(outputs_broadcast_and_out_axes);
     T(vmap_of_vmap_and_symbolic);
+    T(symbolic_dims_through_transforms);
+    T(compositions_with_meeting_names);
+    T(call_returns_no_constant_and_draws_per_example);
+    T(vmap_of_hvp_compiles);
     T(jax_compositions);
     T(errors);
 #undef T

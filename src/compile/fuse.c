@@ -182,10 +182,26 @@ static bool visit_inputs(fuser *F, int32_t id, int32_t lo, uint32_t in_set, uint
     return hit;
 }
 
+/* The earliest node id from which the set (its earliest member lo) can be reached in the
+ * contracted graph.  Node ids are a topological order, so a path from the set back to an earlier
+ * node must jump back inside a group that has members on both sides of the bound: lower it to
+ * such a group's earliest member until no group straddles it.  Steps entirely before the bound
+ * depend on nothing in the set. */
+static int32_t reach_bound(const fuser *F, int32_t lo, int32_t n) {
+    for (bool lowered = true; lowered;) {
+        lowered = false;
+        for (int32_t r = 0; r < n; r++)
+            if (F->parent[r] == r && F->grp[r].minid < lo && F->grp[r].maxid >= lo) {
+                lo = F->grp[r].minid;
+                lowered = true;
+            }
+    }
+    return lo;
+}
+
 /* Would node n and the groups roots[0..k) as one kernel lie on a path that leaves them and
  * comes back?  A backward walk over the contracted graph (a group is one step) from their
- * outside inputs must not reach them; a step whose nodes all precede the earliest member
- * depends on none. */
+ * outside inputs must not reach them; steps before reach_bound are not walked. */
 static bool makes_cycle(fuser *F, int32_t n, const int32_t *roots, int k) {
     uint32_t in_set = ++F->epoch, seen = ++F->epoch;
     int32_t lo = n;
@@ -196,6 +212,7 @@ static bool makes_cycle(fuser *F, int32_t n, const int32_t *roots, int k) {
             F->mark[x] = in_set;
             if (x < lo) lo = x;
         }
+    lo = reach_bound(F, lo, n);
     visit_inputs(F, n, lo, in_set, seen, &sp); /* the set's own inputs among themselves are fine */
     for (int i = 0; i < k; i++)
         for (int32_t x = F->grp[roots[i]].head; x >= 0; x = F->next[x]) visit_inputs(F, x, lo, in_set, seen, &sp);

@@ -5,8 +5,8 @@
  * Batched operands are brought to axis 0 by a permute (a view) and the
  * op's axis attributes shift by one; unbatched operands broadcast against
  * the batch (elementwise) or are expanded as views, never copied per
- * example.  Per-op facts here are axis shifts of the op table's
- * attributes (ops.h and the infer rules in src/ops).
+ * example.  Random ops draw once per example.  Per-op facts here are axis
+ * shifts of the op table's attributes (ops.h and the infer rules in src/ops).
  */
 #include "transform.h"
 
@@ -101,6 +101,7 @@ static nb_status window(const nb_gnode *nd, nb_tensor *const *in, const int *bin
     return st;
 }
 
+
 /* Apply nd with its attributes adjusted by the caller (a) to x. */
 static nb_status apply_with(const nb_gnode *nd, const nb_attrs *a, nb_tensor *const *x, nb_tensor **out) {
     nb_gnode c = *nd;
@@ -108,9 +109,28 @@ static nb_status apply_with(const nb_gnode *nd, const nb_attrs *a, nb_tensor *co
     return nb__replay_apply(&c, x, out);
 }
 
+/* A random draw: one per example even when nothing batched reaches it (as running f once per
+ * example would draw; torch.func.vmap's randomness="different"): RAND / RANDN draw the batch's
+ * shape, BERNOULLI's probabilities are expanded to the batch first. */
+static nb_status draw_per_example(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B,
+                                  nb_tensor **out) {
+    nb_attrs a = nd->attrs;
+    nb_tensor *x[1];
+    if (nd->n_in == 0) {
+        for (int d = a.shape_ndim; d > 0; d--) a.shape[d] = a.shape[d - 1];
+        a.shape[0] = B;
+        a.shape_ndim++;
+    } else if (!(x[0] = batched_front(in[0], bin[0], B)))
+        return nb_last_status();
+    return apply_with(nd, &a, x, out);
+}
+
 nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, const int *bin, nb_tensor **out,
                          int *bout) {
-    (void)ctx;
+    if (nb__ops[nd->op].kind == NB_KIND_RANDOM) {
+        bout[0] = 0;
+        return draw_per_example(nd, in, bin, *(const int64_t *)ctx, out);
+    }
     bool any = false;
     for (int k = 0; k < nd->n_in; k++) any |= in[k] && bin[k] >= 0;
     for (int j = 0; j < nd->n_out; j++) bout[j] = any ? 0 : -1;
@@ -123,7 +143,6 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
     switch (nb__ops[nd->op].kind) {
     case NB_KIND_UNARY:
     case NB_KIND_COPY:
-    case NB_KIND_RANDOM: /* bernoulli: elementwise draws */
         bout[0] = bin[0]; /* layout-preserving: the batch axis stays where it is */
         return nb__replay_apply(nd, x, out);
     case NB_KIND_BINARY:

@@ -47,7 +47,19 @@ static nb_status inline_call(nb_graph *f, int n, const char *const *names, nb_te
     nb_status st = nb__replay_init(&r, f, false, "func_call");
     if (st != NB_OK) return st;
     if ((st = bind(f, n, names, values, &r)) == NB_OK) st = nb__replay_run(&r, NULL, NULL);
-    for (int i = 0; st == NB_OK && i < nout; i++) outputs[i] = nb__replay_output(&r, i);
+    /* each output a reference of its own in the current scope; a constant of f (or an argument)
+     * comes back as a symbolic tensor of the graph being traced, never as f's own tensor */
+    nb_graph *g = nb__graph_tracing();
+    for (int i = 0; st == NB_OK && i < nout; i++) {
+        nb_tensor *t = nb__replay_output(&r, i);
+        if (!nb__is_symbolic(t)) {
+            nb_gval v = nb__graph_value_of(g, t);
+            t = v.node >= 0 ? nb__graph_tensor(g, v) : NULL;
+        } else
+            t = nb_retain(t);
+        if (!(outputs[i] = nb__own(t))) st = nb_last_status();
+    }
+    for (int i = 0; st != NB_OK && i < nout; i++) outputs[i] = NULL;
     nb__replay_free(&r);
     return st;
 }
@@ -56,9 +68,11 @@ static nb_status call(nb_graph *f, int n, const char *const *names, nb_tensor *c
                       nb_tensor **outputs) {
     nb_status st = nb__func_check("func_call", f);
     if (st != NB_OK) return st;
-    if (n < 0 || nout < 0 || nout > f->n_outputs || (n && (!names || !values)) || (nout && !outputs))
-        return nb__error(NB_ERR_ARG, "func_call: %d arguments and %d outputs (Func '%s' has %d) with their arrays",
-                         n, nout, f->name, f->n_outputs);
+    if ((n > 0 && (!names || !values)) || (nout > 0 && !outputs))
+        return nb__error(NB_ERR_NULL, "func_call: names, values or outputs is NULL");
+    if (n < 0 || nout < 0 || nout > f->n_outputs)
+        return nb__error(NB_ERR_ARG, "func_call: %d arguments and %d outputs (Func '%s' has %d outputs)", n, nout,
+                         f->name, f->n_outputs);
     if (nb__graph_tracing()) return inline_call(f, n, names, values, nout, outputs);
     nb_compiled *c = nb_func_jit(f);
     if (!c) return nb_last_status();

@@ -22,6 +22,16 @@ static nb_status grad_body(nb_graph *g, void *vctx, void *meta) {
     const nb__tctx *c = &gc->t;
     const nb_graph *f = c->f;
     grad_mode mode = gc->mode;
+    for (int i = 0; i < c->n; i++) {
+        const nb_gnode *nd = &f->nodes[c->ids[i]];
+        if (!nb_dtype_is_float(nd->out[0].dtype))
+            return nb__error(NB_ERR_DTYPE, "%s: '%s' of Func '%s' has dtype %s; gradients need a float input", c->op,
+                             nd->name, f->name, nb_dtype_name(nd->out[0].dtype));
+    }
+    const nb_meta *m0 = nb__gval_meta(f, f->outputs[0]);
+    if (mode != G_VJP && !nb_dtype_is_float(m0->dtype))
+        return nb__error(NB_ERR_DTYPE, "%s: output '%s' of Func '%s' has dtype %s; grad needs a float output", c->op,
+                         f->output_names[0], f->name, nb_dtype_name(m0->dtype));
     nb__replay r;
     nb_status st = nb__replay_init(&r, f, false, c->op);
     if (st != NB_OK) return st;

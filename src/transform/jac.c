@@ -63,18 +63,24 @@ static nb_status check_shapes(const char *op, const nb_graph *f, int n, const in
     return NB_OK;
 }
 
-/* The vmap'd transform of f whose outputs give the Jacobian by name j (forward: vmap(jvp) over
- * tangent_<w>; reverse: vmap(vjp) over ct_<out0>, all names at once). */
-static nb_graph *mapped_of(const jac_ctx *c, int j) {
+/* The name of the k-th input of g (inputs in their order). */
+static const char *input_name(const nb_graph *g, int k) {
+    for (int32_t id = 0; id < g->n; id++)
+        if (g->nodes[id].kind == NB_GNODE_INPUT && k-- == 0) return g->nodes[id].name;
+    NB_ASSERT(0); /* the transforms declare f's inputs first, then their own */
+}
+
+/* The vmap'd transform of f whose outputs give the Jacobian by name j: forward, vmap(jvp) over
+ * its tangent input (its last input); reverse, vmap(vjp) over the cotangent of output 0 (the
+ * first input after f's nin).  Its inputs: f's, then the tangent or the cotangents. */
+static nb_graph *mapped_of(const jac_ctx *c, int j, int nin) {
     nb_graph *f = c->t.f;
-    const nb_gnode *w = &f->nodes[c->t.ids[j]];
-    const nb_meta *m = c->forward ? &w->out[0] : nb__gval_meta(f, f->outputs[0]);
-    char name[256];
-    snprintf(name, sizeof name, c->forward ? "tangent_%s" : "ct_%s", c->forward ? w->name : f->output_names[0]);
+    const nb_meta *m = c->forward ? &f->nodes[c->t.ids[j]].out[0] : nb__gval_meta(f, f->outputs[0]);
     const char *names[c->t.n];
     for (int i = 0; i < c->t.n; i++) names[i] = f->nodes[c->t.ids[i]].name;
     nb_graph *d = c->forward ? nb_func_jvp(f, 1, &names[j]) : nb_func_vjp(f, c->t.n, names);
-    nb_graph *v = d ? nb_func_vmap(d, 1, (const char *const[]){name}, (const int[]){0}, count(m), NULL) : NULL;
+    const char *batched = d ? input_name(d, nin) : NULL;
+    nb_graph *v = d ? nb_func_vmap(d, 1, &batched, (const int[]){0}, count(m), NULL) : NULL;
     nb_graph_release(d);
     return v;
 }
@@ -88,38 +94,34 @@ static nb_status jac_body(nb_graph *g, void *vctx, void *meta) {
     if (st != NB_OK) return st;
     int nin = 0;
     for (int32_t id = 0; id < f->n; id++) nin += f->nodes[id].kind == NB_GNODE_INPUT;
-    /* arguments: f's inputs, then the basis (and, reverse, zero cotangents of the other outputs) */
+    /* arguments: f's inputs, then the basis (and, reverse, zero cotangents of the other outputs),
+     * named as the mapped Func names its inputs */
     const char *names[nin + f->n_outputs + 1];
     nb_tensor *args[nin + f->n_outputs + 1];
-    char extra[f->n_outputs + 1][256];
-    int na = 0;
-    for (int32_t id = 0; id < f->n; id++) {
+    for (int32_t id = 0, k = 0; id < f->n; id++) {
         const nb_gnode *nd = &f->nodes[id];
         if (nd->kind != NB_GNODE_INPUT) continue;
-        names[na] = nd->name;
-        if (!(args[na++] = nb_graph_input(g, nd->name, nd->out[0].dtype, nd->out[0].shape, nd->out[0].ndim)))
+        names[k] = nd->name;
+        if (!(args[k++] = nb_graph_input(g, nd->name, nd->out[0].dtype, nd->out[0].shape, nd->out[0].ndim)))
             return nb_last_status();
     }
     for (int j = 0; st == NB_OK && j < (c->forward ? c->t.n : 1); j++) {
-        int k = na;
+        nb_graph *m = mapped_of(c, j, nin); /* traced while g's trace waits below it */
+        if (!m) return nb_last_status();
+        int k = nin;
         if (c->forward) {
-            const nb_gnode *w = &f->nodes[c->t.ids[j]];
-            snprintf(extra[0], 256, "tangent_%s", w->name);
-            names[k] = extra[0];
-            if (!(args[k++] = basis(&w->out[0]))) return nb_last_status();
+            names[k] = input_name(m, k);
+            if (!(args[k++] = basis(&f->nodes[c->t.ids[j]].out[0]))) st = nb_last_status();
         } else
-            for (int i = 0; i < f->n_outputs; i++) {
+            for (int i = 0; st == NB_OK && i < f->n_outputs; i++) {
                 const nb_meta *mi = nb__gval_meta(f, f->outputs[i]);
                 if (!nb_dtype_is_float(mi->dtype)) continue;
-                snprintf(extra[i], 256, "ct_%s", f->output_names[i]);
-                names[k] = extra[i];
+                names[k] = input_name(m, k);
                 args[k] = i == 0 ? basis(mi) : nb_expand(nb_graph_scalar(g, 0.0, mi->dtype), mi->shape, mi->ndim);
-                if (!args[k++]) return nb_last_status();
+                if (!args[k++]) st = nb_last_status();
             }
-        nb_graph *m = mapped_of(c, j); /* traced while g's trace waits below it */
-        if (!m) return nb_last_status();
         nb_tensor *outs[m->n_outputs];
-        st = nb_func_call(m, k, names, args, m->n_outputs, outs);
+        if (st == NB_OK) st = nb_func_call(m, k, names, args, m->n_outputs, outs);
         /* forward: m's outputs are f's, then the tangents (output 0's first); reverse: f's, then
          * grad_<w> in the order of the names */
         for (int i = 0; st == NB_OK && i < (c->forward ? 1 : c->t.n); i++) {

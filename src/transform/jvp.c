@@ -9,6 +9,8 @@
  */
 #include "transform.h"
 
+#include <stdio.h>
+
 static nb_tensor *inner(nb_tensor *a, nb_tensor *b) { return nb_sum(nb_mul(a, b), NULL, 0, false); }
 static nb_tensor *plus(nb_tensor *acc, nb_tensor *term) { return acc && term ? nb_add(acc, term) : term; }
 
@@ -81,7 +83,9 @@ nb_graph *nb_func_hvp(nb_graph *f, int n, const char *const *wrt) {
     if (j) { /* j's outputs: grad_<w> (n), then tangent_grad_<w> (n) */
         int idx[n];
         for (int i = 0; i < n; i++) idx[i] = n + i;
-        res = nb__func_select(op, j, n, idx, "hvp_", wrt);
+        char name[256];
+        snprintf(name, sizeof name, "hvp(%s)", f->name);
+        res = nb__func_select(name, j, n, idx, "hvp_", wrt);
     }
     nb_graph_release(g);
     nb_graph_release(j);

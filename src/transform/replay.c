@@ -57,6 +57,14 @@ static nb_tensor *param_in(nb_graph *g, const nb_gnode *nd) {
         if (p->kind == NB_GNODE_PARAM && p->value == nd->value && !strcmp(p->name, nd->name))
             return nb__own(nb__graph_tensor(g, (nb_gval){id, 0}));
     }
+    for (int32_t id = 0; id < g->n; id++) /* a name of g already: another tensor, or an input */
+        if ((g->nodes[id].kind == NB_GNODE_PARAM || g->nodes[id].kind == NB_GNODE_INPUT) &&
+            !strcmp(g->nodes[id].name, nd->name)) {
+            nb__error(NB_ERR_ARG, "func_call: param '%s' of the Func called clashes with the %s '%s' of graph '%s' "
+                      "(bound to another tensor)", nd->name,
+                      g->nodes[id].kind == NB_GNODE_PARAM ? "param" : "input", nd->name, g->name);
+            return NULL;
+        }
     return nb_graph_param(g, nd->name, nd->value);
 }
 
@@ -105,6 +113,7 @@ nb_status nb__func_check(const char *op, const nb_graph *f) {
     if (!f) return nb__error(NB_ERR_NULL, "%s: Func (graph) is NULL", op);
     if (f->building) return nb__error(NB_ERR_STATE, "%s: graph '%s' is still being built (end it first)", op, f->name);
     if (f->lazy) return nb__error(NB_ERR_STATE, "%s: graph '%s' is an eval-mode (lazy) graph, not a Func", op, f->name);
+    if (f->n_outputs == 0) return nb__error(NB_ERR_STATE, "%s: Func '%s' has no output", op, f->name);
     return NB_OK;
 }
 
@@ -122,12 +131,13 @@ static const char *input_list(char *buf, size_t size, const nb_graph *f, bool pa
 
 nb_status nb__func_names(const char *op, const nb_graph *f, int n, const char *const *names, bool params,
                          int32_t *ids) {
-    if (n < 1) return nb__error(NB_ERR_ARG, "%s: %d names given (at least one is needed)", op, n);
-    if (!names) return nb__error(NB_ERR_NULL, "%s: names is NULL", op);
     for (int i = 0; i < n; i++) {
         if (!names[i]) return nb__error(NB_ERR_NULL, "%s: names[%d] is NULL", op, i);
         if ((ids[i] = nb__func_find(f, names[i], params)) < 0) {
             char buf[256];
+            if (!params && nb__func_find(f, names[i], true) >= 0)
+                return nb__error(NB_ERR_ARG, "%s: '%s' is a param of Func '%s'; %s takes inputs only (make it an "
+                                 "input to batch it)", op, names[i], f->name, op);
             return nb__error(NB_ERR_ARG, "%s: '%s' is not an input%s of Func '%s' (it has %s)", op, names[i],
                              params ? " or param" : "", f->name, input_list(buf, sizeof buf, f, params));
         }
@@ -137,21 +147,36 @@ nb_status nb__func_names(const char *op, const nb_graph *f, int n, const char *c
     return NB_OK;
 }
 
-/* prefix + name into buf (256 bytes); NULL with NB_ERR_ARG when longer. */
-static const char *joined(char *buf, const char *prefix, const char *name) {
-    if (snprintf(buf, 256, "%s%s", prefix, name) < 256) return buf;
-    nb__error(NB_ERR_ARG, "name '%s%.32s…' is longer than 255 characters", prefix, name);
-    return NULL;
+/* Is name an output of g (outputs), or an input or param of g (!outputs)? */
+static bool taken(const nb_graph *g, const char *name, bool outputs) {
+    for (int i = 0; outputs && i < g->n_outputs; i++)
+        if (!strcmp(g->output_names[i], name)) return true;
+    return !outputs && nb__func_find(g, name, true) >= 0;
+}
+
+/* prefix + name into buf (256 bytes), the prefix repeated until the name is free in g (among
+ * its outputs, or its inputs and params); NULL with NB_ERR_ARG when that is over 255 characters. */
+static const char *fresh_name(char *buf, const nb_graph *g, const char *prefix, const char *name, bool outputs) {
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s", name);
+    for (;;) {
+        if (snprintf(buf, 256, "%s%s", prefix, tmp) >= 256) {
+            nb__error(NB_ERR_ARG, "name '%s%.32s…' is longer than 255 characters", prefix, tmp);
+            return NULL;
+        }
+        if (!taken(g, buf, outputs)) return buf;
+        memcpy(tmp, buf, sizeof tmp);
+    }
 }
 
 nb_status nb__output_prefixed(nb_graph *g, const char *prefix, const char *name, nb_tensor *t) {
     char buf[256];
-    return joined(buf, prefix, name) ? nb_graph_output(g, buf, t) : nb_last_status();
+    return fresh_name(buf, g, prefix, name, true) ? nb_graph_output(g, buf, t) : nb_last_status();
 }
 
 nb_tensor *nb__input_prefixed(nb_graph *g, const char *prefix, const char *name, const nb_meta *m) {
     char buf[256];
-    return joined(buf, prefix, name) ? nb_graph_input(g, buf, m->dtype, m->shape, m->ndim) : NULL;
+    return fresh_name(buf, g, prefix, name, false) ? nb_graph_input(g, buf, m->dtype, m->shape, m->ndim) : NULL;
 }
 
 /* The graph name "<op>(<f's name>)" into buf (256 bytes, truncated). */
@@ -165,7 +190,11 @@ nb_graph *nb__transform(const char *op, nb_graph *f, int n, const char *const *n
     nb__error_frame fr;
     nb__own_begin(&fr);
     nb_status st = nb__func_check(op, f);
-    int32_t ids[n > 0 ? n : 1];
+    if (st == NB_OK && (n < 1 || n > f->n))
+        st = nb__error(NB_ERR_ARG, "%s: %d names given for Func '%s' (at least one, at most its inputs and params)",
+                       op, n, f->name);
+    if (st == NB_OK && !names) st = nb__error(NB_ERR_NULL, "%s: names is NULL", op);
+    int32_t ids[st == NB_OK ? n : 1];
     if (st == NB_OK) st = nb__func_names(op, f, n, names, params, ids);
     nb_graph *res = NULL;
     if (st == NB_OK) {
@@ -198,9 +227,8 @@ static nb_status select_body(nb_graph *g, void *vctx, void *meta) {
     return st;
 }
 
-nb_graph *nb__func_select(const char *op, const nb_graph *f, int k, const int *idx, const char *prefix,
+nb_graph *nb__func_select(const char *name, const nb_graph *f, int k, const int *idx, const char *prefix,
                           const char *const *names) {
-    char name[256];
     select_ctx c = {f, k, idx, prefix, names};
-    return nb_graph_build_with(func_name(name, op, f), select_body, &c, NULL);
+    return nb_graph_build_with(name, select_body, &c, NULL);
 }

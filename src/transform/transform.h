@@ -64,14 +64,16 @@ nb_status nb__func_check(const char *op, const nb_graph *f);
  *  params) of f; ids[i] their nodes.  NB_ERR_ARG (naming the name and f's inputs) / NB_ERR_NULL. */
 nb_status nb__func_names(const char *op, const nb_graph *f, int n, const char *const *names, bool params,
                          int32_t *ids);
-/** nb_graph_output(g, prefix + name, t); NB_ERR_ARG for a name over 255 characters. */
+/** nb_graph_output(g, prefix + name, t), the prefix repeated while that name is an output of g
+ *  already (grad of value_and_grad: grad_grad_x); NB_ERR_ARG for a name over 255 characters. */
 nb_status nb__output_prefixed(nb_graph *g, const char *prefix, const char *name, nb_tensor *t);
-/** nb_graph_input(g, prefix + name, …) as nb__output_prefixed; NULL with the error. */
+/** nb_graph_input(g, prefix + name, …), the prefix repeated while that name is an input or param
+ *  of g already (jvp of jvp: tangent_tangent_x); NULL with the error. */
 nb_tensor *nb__input_prefixed(nb_graph *g, const char *prefix, const char *name, const nb_meta *m);
 
-/** A Func of f's inputs whose outputs are f's outputs idx[0..k) renamed prefix + names[i]
- *  (graph named "<op>(<f>)").  NULL with the error. */
-nb_graph *nb__func_select(const char *op, const nb_graph *f, int k, const int *idx, const char *prefix,
+/** A Func named name of f's inputs whose outputs are f's outputs idx[0..k) renamed prefix +
+ *  names[i].  NULL with the error. */
+nb_graph *nb__func_select(const char *name, const nb_graph *f, int k, const int *idx, const char *prefix,
                           const char *const *names);
 
 /** The batching rule of every op (vmap.c's replay rule; ctx unused). */

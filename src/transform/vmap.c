@@ -73,10 +73,20 @@ static nb_status vmap_body(nb_graph *g, void *vctx, void *meta) {
     if (c->batch < 0 && !nb__dim_sym(c->batch))
         return nb__error(NB_ERR_ARG, "vmap: batch size %lld is negative (give a size or a symbolic dim)",
                          (long long)c->batch);
+    bool carried = false; /* does an input of the new Func carry a symbolic batch size? */
+    for (int i = 0; i < c->t.n; i++) carried |= c->in_axes[i] != NB_UNBATCHED;
+    for (int32_t id = 0; !carried && nb__dim_sym(c->batch) && id < f->n; id++)
+        for (int d = 0; f->nodes[id].kind == NB_GNODE_INPUT && d < f->nodes[id].out[0].ndim; d++)
+            carried |= f->nodes[id].out[0].shape[d] == c->batch;
+    if (nb__dim_sym(c->batch) && !carried) {
+        char s[64];
+        return nb__error(NB_ERR_ARG, "vmap: the batch size '%s' is symbolic but no input is batched or has it, so "
+                         "nothing would bind it", nb__dim_str(s, c->batch));
+    }
     nb__replay r;
     nb_status st = nb__replay_init(&r, f, true, "vmap");
     if (st != NB_OK) return st;
-    if ((st = declare(g, c, &r)) == NB_OK) st = nb__replay_run(&r, nb__batch_rule, NULL);
+    if ((st = declare(g, c, &r)) == NB_OK) st = nb__replay_run(&r, nb__batch_rule, (void *)&c->batch);
     for (int i = 0; st == NB_OK && i < f->n_outputs; i++) {
         nb_tensor *t = nb__replay_output(&r, i);
         int b = r.bdim[nb__slot(f->outputs[i])], rank = t->ndim - (b >= 0);
