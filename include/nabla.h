@@ -752,6 +752,58 @@ nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
  */
 nb_tensor *nb_einsum(const char *equation, nb_tensor *const *operands, int n);
 
+/* ---- small batched linear algebra (O11; torch.linalg's names and semantics) ----
+ * Matrices are the last two dims of a tensor, batched over the leading ones (broadcast between
+ * A and B where two are taken).  The factorizations and solves (cholesky, solve_triangular,
+ * solve, slogdet and what is built on them) take float32 or float64, compute each matrix in
+ * double (a float32 result rounded once) and run a batch's matrices in parallel.  A matrix
+ * without a result is a typed error, never NaN: NB_ERR_ARG naming the op, the matrix's index in
+ * the batch, the input's shape and what failed (a leading minor that is not positive, a zero
+ * pivot or diagonal element).  Other errors: NB_ERR_SHAPE (not square, B not [..., n, k], batch
+ * dims that do not broadcast), NB_ERR_DTYPE (not f32/f64, A and B of two dtypes), NB_ERR_NULL.
+ * Every op is differentiable (Giles 2008; Murray 2016 for cholesky), in graphs and transforms too.
+ */
+/** The lower (tril) or upper (triu) triangle of the last two dims of x [..., n, m], from diagonal
+ *  k up or down (k > 0 above the main one), zeros elsewhere (torch.tril / torch.triu). */
+nb_tensor *nb_tril(nb_tensor *x, int64_t k);
+nb_tensor *nb_triu(nb_tensor *x, int64_t k);
+/** torch.diag: a vector x [n] -> the matrix [n + |k|, n + |k|] with x on diagonal k; a matrix ->
+ *  its diagonal k (a view).  Other ranks: NB_ERR_SHAPE. */
+nb_tensor *nb_diag(nb_tensor *x, int64_t k);
+/** torch.diag_embed: x [..., n] -> matrices with x on diagonal `offset` of dims dim1, dim2 of
+ *  the result (rank + 1; sizes n + |offset|), zeros elsewhere.  NB_ERR_AXIS for equal or
+ *  out-of-range dims. */
+nb_tensor *nb_diag_embed(nb_tensor *x, int64_t offset, int dim1, int dim2);
+/** The sum of the main diagonal of each matrix of x [..., n, m] -> [...] (torch.trace, which
+ *  takes only one matrix, batched here). */
+nb_tensor *nb_trace(nb_tensor *x);
+/** L with A = L L^T for symmetric positive-definite A [..., n, n] (lower; with upper, U = L^T
+ *  and A = U^T U), torch.linalg.cholesky.  Only A's lower triangle is read.  Not positive
+ *  definite: NB_ERR_ARG naming the matrix and the order of the failing leading minor. */
+nb_tensor *nb_cholesky(nb_tensor *a, bool upper);
+/** X [..., n, k] with op(A) X = B for triangular A [..., n, n] (its upper triangle when upper,
+ *  else its lower; op(A) = A^T when transpose; ones assumed on the diagonal when unitriangular),
+ *  B [..., n, k] (torch.linalg.solve_triangular with left=True; transpose as
+ *  torch.triangular_solve's).  A zero on the diagonal: NB_ERR_ARG. */
+nb_tensor *nb_solve_triangular(nb_tensor *a, nb_tensor *b, bool upper, bool transpose, bool unitriangular);
+/** X with A X = B (torch.linalg.solve: LU with partial pivoting), A [..., n, n]; B [..., n, k],
+ *  or a vector right-hand side — B [n], or B [..., n] with A's batch dims — giving X of B's
+ *  shape.  A singular A (an exactly zero pivot): NB_ERR_ARG naming the matrix and the column;
+ *  a nearly singular one gives large values, as LAPACK's. */
+nb_tensor *nb_solve(nb_tensor *a, nb_tensor *b);
+/** sign [...] and log|det A| [...] of A [..., n, n] (torch.linalg.slogdet), both scoped; a
+ *  singular A gives sign 0 and -inf (no error).  The gradient flows through logabsdet
+ *  (A^-T); at a singular A computing it is NB_ERR_ARG (solve's).  Errors: NB_ERR_NULL, and the
+ *  shape and dtype errors above. */
+nb_status nb_slogdet(nb_tensor *a, nb_tensor **sign, nb_tensor **logabsdet);
+/** det A = sign · exp(log|det A|) [...] (0 for a singular A; its gradient there is NB_ERR_ARG,
+ *  where torch uses the adjugate). */
+nb_tensor *nb_det(nb_tensor *a);
+/** log det A [...]: -inf for a singular A, NaN for a negative determinant (torch.logdet). */
+nb_tensor *nb_logdet(nb_tensor *a);
+/** A^-1 [..., n, n] (torch.linalg.inv, by solve against the identity).  Singular: NB_ERR_ARG. */
+nb_tensor *nb_inv(nb_tensor *a);
+
 /* ------------------------------------------------------------------------ */
 /* Neural-network functions and losses (O6)                                 */
 /* These are composites: autograd flows through the ops they are built      */

@@ -279,6 +279,37 @@ GC(f_conv1d, nb_conv1d(x[0], x[1], x[2], 1, 1, 2, 1))
 GC(f_avg_pool, nb_avg_pool2d(x[0], ((nb_window2d){{2, 2}, {2, 2}, {1, 1}, {1, 1}}), false))
 GC(f_avg_pool_incl, nb_avg_pool2d(x[0], ((nb_window2d){{3, 2}, {1, 2}, {1, 0}, {1, 1}}), true))
 
+/* linear algebra (O11): well-conditioned matrices from the leaves — x + 4 I (diagonally
+ * dominant enough for 3 x 3 normals), x x^T + I (symmetric positive definite) */
+static nb_tensor *shifted(nb_tensor *x) {
+    int64_t n = nb_shape(x)[nb_ndim(x) - 1];
+    return nb_add(x, nb_mul(NBT(nb_eye(n, n, NB_F64)), 4.0));
+}
+static nb_tensor *spd_of(nb_tensor *x) {
+    int64_t n = nb_shape(x)[nb_ndim(x) - 1];
+    return nb_add(nb_matmul(x, nb_transpose(x, -2, -1)), NBT(nb_eye(n, n, NB_F64)));
+}
+GC(f_tril, nb_tril(x[0], 0))
+GC(f_triu_k, nb_triu(x[0], -1))
+GC(f_diag_vec, nb_diag(x[0], 1))
+GC(f_diag_mat, nb_diag(x[0], -1))
+GC(f_diag_embed, nb_diag_embed(x[0], -1, 0, 2))
+GC(f_trace, nb_trace(x[0]))
+GC(f_cholesky, nb_cholesky(spd_of(x[0]), false))
+GC(f_cholesky_upper, nb_cholesky(spd_of(x[0]), true))
+GC(f_solve, nb_solve(shifted(x[0]), x[1]))
+GC(f_solve_vec, nb_solve(shifted(x[0]), x[1]))
+GC(f_tri_lower, nb_solve_triangular(shifted(x[0]), x[1], false, false, false))
+GC(f_tri_upper_t, nb_solve_triangular(shifted(x[0]), x[1], true, true, false))
+GC(f_tri_unit, nb_solve_triangular(x[0], x[1], false, true, true))
+static nb_tensor *f_slogdet(nb_tensor *const *x) {
+    nb_tensor *s = NULL, *l = NULL;
+    return nb_slogdet(shifted(x[0]), &s, &l) == NB_OK ? nb_mul(l, s) : NULL;
+}
+GC(f_det, nb_det(shifted(x[0])))
+GC(f_logdet, nb_logdet(spd_of(x[0])))
+GC(f_inv, nb_inv(shifted(x[0])))
+
 /* ------------------------------------------------------------------------ */
 /* The table                                                                */
 /* ------------------------------------------------------------------------ */
@@ -426,5 +457,23 @@ const gc_case CASES[] = {
     {"conv1d", "dilation, bias", f_conv1d, 3, {IN(3, D_ANY, 2, 2, 7), IN(3, D_ANY, 3, 2, 3), IN(1, D_ANY, 3)}, true, 0},
     {"avg_pool2d", "padding excluded", f_avg_pool, 1, {IN(4, D_ANY, 1, 2, 4, 5)}, false, 0},
     {"avg_pool2d", "padding included", f_avg_pool_incl, 1, {IN(4, D_ANY, 1, 1, 4, 4)}, false, 0},
+    /* linear algebra */
+    {"tril", "k 0", f_tril, 1, {M234}, true, 0},
+    {"triu", "k -1", f_triu_k, 1, {M34}, true, 0},
+    {"diag", "vector, k 1", f_diag_vec, 1, {IN(1, D_ANY, 3)}, true, 0},
+    {"diag", "matrix, k -1", f_diag_mat, 1, {M34}, true, 0},
+    {"diag_embed", "offset -1, dims 0, 2", f_diag_embed, 1, {IN(2, D_ANY, 2, 3)}, true, 0},
+    {"trace", "batched", f_trace, 1, {M234}, true, 0},
+    {"cholesky", "x x^T + I", f_cholesky, 1, {IN(2, D_ANY, 3, 3)}, true, 0},
+    {"cholesky", "upper, batched", f_cholesky_upper, 1, {IN(3, D_ANY, 2, 3, 3)}, false, 0},
+    {"solve", "[3,3] B [3,2]", f_solve, 2, {IN(2, D_ANY, 3, 3), IN(2, D_ANY, 3, 2)}, true, 0},
+    {"solve", "batch broadcast, vector B", f_solve_vec, 2, {IN(3, D_ANY, 2, 3, 3), IN(1, D_ANY, 3)}, false, 0},
+    {"solve_triangular", "lower", f_tri_lower, 2, {IN(2, D_ANY, 3, 3), IN(2, D_ANY, 3, 2)}, true, 0},
+    {"solve_triangular", "upper, transposed, batched", f_tri_upper_t, 2, {IN(3, D_ANY, 2, 3, 3), IN(2, D_ANY, 3, 2)}, false, 0},
+    {"solve_triangular", "unit diagonal", f_tri_unit, 2, {IN(2, D_ANY, 3, 3), IN(2, D_ANY, 3, 1)}, false, 0},
+    {"slogdet", "sign * log|det|", f_slogdet, 1, {IN(3, D_ANY, 2, 3, 3)}, true, 0},
+    {"det", "x + 4 I", f_det, 1, {IN(2, D_ANY, 3, 3)}, true, 0},
+    {"logdet", "x x^T + I", f_logdet, 1, {IN(2, D_ANY, 3, 3)}, true, 0},
+    {"inv", "batched", f_inv, 1, {IN(3, D_ANY, 2, 3, 3)}, true, 0},
 };
 const size_t NCASES = sizeof CASES / sizeof CASES[0];

@@ -183,6 +183,7 @@ struct entry {
     nb_tensor *(*indexed)(nb_tensor *, int, nb_tensor *);
     nb_tensor *(*join)(nb_tensor *const *, int, int);
     nb_tensor *(*loss)(nb_tensor *, nb_tensor *, nb_reduction);
+    nb_tensor *(*tri)(nb_tensor *, int64_t);
 };
 
 static void run_unary(gctx *g, const entry *e) { out(g, e->unary(in(g, "x"))); }
@@ -319,6 +320,33 @@ static void run_slice(gctx *g, const entry *e) {
 static void run_select(gctx *g, const entry *e) {
     out(g, nb_select(in(g, "x"), (int)iparam(g, "axis"), iparam(g, "index")));
 }
+static void run_tri(gctx *g, const entry *e) { out(g, e->tri(in(g, "x"), iparam(g, "k"))); }
+static void run_diag(gctx *g, const entry *e) {
+    (void)e;
+    out(g, nb_diag(in(g, "x"), iparam(g, "k")));
+}
+static void run_diag_embed(gctx *g, const entry *e) {
+    (void)e;
+    out(g, nb_diag_embed(in(g, "x"), iparam(g, "offset"), (int)iparam(g, "dim1"), (int)iparam(g, "dim2")));
+}
+static void run_cholesky(gctx *g, const entry *e) {
+    (void)e;
+    out(g, nb_cholesky(in(g, "a"), iparam(g, "upper") != 0));
+}
+static void run_solve_triangular(gctx *g, const entry *e) {
+    (void)e;
+    nb_tensor *a = in(g, "a"), *b = in(g, "b");
+    out(g, nb_solve_triangular(a, b, iparam(g, "upper") != 0, iparam(g, "transpose") != 0, iparam(g, "unit") != 0));
+}
+/* torch.linalg.slogdet's (sign, logabsdet), or logabsdet alone (the differentiable one) */
+static void run_slogdet(gctx *g, const entry *e) {
+    (void)e;
+    nb_tensor *s = NULL, *l = NULL;
+    bool both = iparam(g, "both") != 0;
+    if (nb_slogdet(in(g, "a"), &s, &l) != NB_OK) s = l = NULL;
+    if (both) out(g, s);
+    out(g, l);
+}
 static void run_diagonal(gctx *g, const entry *e) {
     out(g, nb_diagonal(in(g, "x"), iparam(g, "offset"), (int)iparam(g, "a"), (int)iparam(g, "b")));
 }
@@ -423,6 +451,12 @@ static const entry TABLE[] = {
     E("reshape", run_reshape) E("expand", run_expand) E("permute", run_permute)
     E("contiguous", run_permute, .unary = nb_contiguous) E("slice", run_slice) E("select", run_select)
     E("diagonal", run_diagonal) E("as_strided", run_as_strided) E("cast", run_cast)
+    /* O11 */
+    E("tril", run_tri, .tri = nb_tril) E("triu", run_tri, .tri = nb_triu) E("diag", run_diag)
+    E("diag_embed", run_diag_embed) E("trace", run_unary, .unary = nb_trace) E("cholesky", run_cholesky)
+    E("solve_triangular", run_solve_triangular) E("solve", run_binary, .binary = nb_solve)
+    E("slogdet", run_slogdet) E("det", run_unary, .unary = nb_det) E("logdet", run_unary, .unary = nb_logdet)
+    E("inv", run_unary, .unary = nb_inv)
 };
 enum { NENTRIES = sizeof TABLE / sizeof TABLE[0] };
 

@@ -336,6 +336,33 @@ static nb_status transforms(double *out, int *nout) {
     return st;
 }
 
+/* Small linear algebra with its gradients: A = X X^T + I (X a leaf), out: cholesky(A), solve(A, b),
+ * log|det A| and d(sum of all three)/dX. */
+static nb_status linalg(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_tensor *x = nb_from_data((double[]){1, 0.5, -0.25, 0.3, 2, 0.1, -0.4, 0.2, 1.5}, NB_SHAPE(3, 3), NB_F64);
+    nb_status st = status_of(x);
+    if (st == NB_OK) st = nb_set_requires_grad(x, true);
+    nb_tensor *a = st == NB_OK ? nb_add(nb_matmul(x, nb_transpose(x, 0, 1)), nb_eye(3, 3, NB_F64)) : NULL;
+    nb_tensor *l = nb_cholesky(a, false), *y = nb_solve(a, nb_ones(NB_SHAPE(3), NB_F64)), *s = NULL, *d = NULL;
+    if (st == NB_OK) st = status_of(l && y ? a : NULL);
+    if (st == NB_OK) st = nb_slogdet(a, &s, &d);
+    nb_tensor *total = st == NB_OK ? nb_add(nb_add(nb_sum(l, NULL, 0, false), nb_sum(y, NULL, 0, false)), d) : NULL;
+    if (st == NB_OK) st = status_of(total);
+    if (st == NB_OK) st = nb_backward(total, NULL, false);
+    nb_tensor *g = st == NB_OK ? nb_grad(x) : NULL;
+    if (st == NB_OK) st = status_of(g);
+    if (st == NB_OK) {
+        put_f64(out, nout, l);
+        put_f64(out, nout, y);
+        put_f64(out, nout, d);
+        put_f64(out, nout, g);
+    }
+    nb_scope_end();
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -493,6 +520,17 @@ static void oom_transforms(void **state) {
     want[18] = ref[18];
     expect_same(ref, nref, want, 19, "transforms", 0);
     every_fault(transforms, "transforms", ref, nref, total);
+    uninstall();
+}
+
+static void oom_linalg(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(linalg, ref, &nref);
+    assert_int_equal(nref, 9 + 3 + 1 + 9);
+    every_fault(linalg, "linalg", ref, nref, total);
     uninstall();
 }
 
@@ -659,7 +697,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * test_ops_vs_ref.c — the CPU backend against the reference backend (the
  * oracle: naive loops, double arithmetic, one thread) for every op that has
  * a kernel: kinds UNARY, BINARY, WHERE, REDUCE, ARGREDUCE, SCAN, MATMUL,
- * GATHER, SCATTER_ADD, CAT, PAD, COPY and WINDOW in ops.def.  Each case
+ * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW and LINALG in ops.def.  Each case
  * builds the same values on both devices in the same layout (contiguous,
  * transposed, step-sliced, flipped = negative strides, expanded = stride 0,
  * offset into its storage), on rank-0, zero-size, large (> 65536 elements:
@@ -973,6 +973,79 @@ static void check_window(nb_op op) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* LINALG: cholesky, solve_triangular, solve, slogdet                       */
+/* ------------------------------------------------------------------------ */
+
+/* Well-conditioned operands on the CPU: A = X X^T / n + I (symmetric positive definite; also
+ * solved as a general and as a triangular matrix), B random [batch, n, k]. */
+static nb_tensor *spd(const int64_t *shape, int nd, nb_dtype dt) {
+    nb_tensor *x = NBT(nb_randn(shape, nd, NB_F64));
+    nb_tensor *s = NBT(nb_div(NBT(nb_matmul(x, NBT(nb_transpose(x, -2, -1)))), (double)shape[nd - 1]));
+    return NBT(nb_cast(NBT(nb_add(s, NBT(nb_eye(shape[nd - 1], shape[nd - 1], NB_F64)))), dt));
+}
+
+static void linalg_case(nb_op op, nb_dtype dt, const int64_t *as, int nd, int64_t k, bool transposed) {
+    nb_scope_begin();
+    describe(nb__ops[op].name, dt, transposed ? L_TRANS : L_CONTIG, as, nd, "linalg");
+    nb_tensor *a = spd(as, nd, dt);
+    if (transposed) a = NBT(nb_transpose(NBT(nb_add(a, NBT(nb_triu(a, 1)))), -2, -1)); /* strided, not symmetric */
+    int64_t bs[NB_MAX_DIMS];
+    memcpy(bs, as, sizeof(int64_t) * (size_t)nd);
+    bs[nd - 1] = k;
+    nb_tensor *b = NBT(nb_cast(NBT(nb_randn(bs, nd, NB_F64)), dt));
+    nb_tensor *ar = NBT(nb_to_device(a, NB_REF)), *br = NBT(nb_to_device(b, NB_REF));
+    double rtol = dt == NB_F64 ? 1e-11 : 1e-6;
+    if (op == NB_OP_CHOLESKY) expect_same(nb_cholesky(a, false), nb_cholesky(ar, false), rtol, 1e-14);
+    else if (op == NB_OP_SOLVE) expect_same(nb_solve(a, b), nb_solve(ar, br), rtol, 1e-14);
+    else if (op == NB_OP_SOLVE_TRIANGULAR)
+        for (int f = 0; f < 8; f++)
+            expect_same(nb_solve_triangular(a, b, f & 1, f & 2, f & 4), nb_solve_triangular(ar, br, f & 1, f & 2, f & 4),
+                        rtol, 1e-14);
+    else {
+        nb_tensor *sc, *lc, *sr, *lr;
+        assert_int_equal(nb_slogdet(a, &sc, &lc), NB_OK);
+        assert_int_equal(nb_slogdet(ar, &sr, &lr), NB_OK);
+        expect_match(sc, sr, 0, 0, NULL);
+        expect_match(lc, lr, rtol, 1e-14, NULL);
+    }
+    nb_scope_end();
+}
+
+static void check_linalg(nb_op op) {
+    const int64_t one[] = {5, 5}, batch[] = {2, 3, 4, 4}, many[] = {64, 6, 6}, empty[] = {3, 0, 0}, big[] = {40, 40};
+    for (int t = 0; t < 2; t++) {
+        linalg_case(op, NB_F64, one, 2, 3, t);
+        linalg_case(op, NB_F32, batch, 4, 2, t);
+        linalg_case(op, NB_F64, many, 3, 1, t); /* several matrices per thread */
+        linalg_case(op, NB_F64, big, 2, 7, t);
+    }
+    linalg_case(op, NB_F64, empty, 3, 2, false);
+    /* a singular matrix: slogdet gives sign 0 and -inf on both, solve fails on both */
+    nb_scope_begin();
+    nb_tensor *z = NBT(nb_zeros(NB_SHAPE(2, 3, 3), NB_F64)), *zr = NBT(nb_to_device(z, NB_REF));
+    if (op == NB_OP_SLOGDET) {
+        nb_tensor *sc, *lc, *sr, *lr;
+        assert_int_equal(nb_slogdet(z, &sc, &lc), NB_OK);
+        assert_int_equal(nb_slogdet(zr, &sr, &lr), NB_OK);
+        expect_match(sc, sr, 0, 0, NULL);
+        expect_match(lc, lr, 0, 0, NULL);
+        assert_true(nbt_at(sc, 0) == 0 && isinf(nbt_at(lc, 1)) && nbt_at(lc, 1) < 0);
+    } else {
+        describe(nb__ops[op].name, NB_F64, L_CONTIG, NB_SHAPE(2, 3, 3), "singular");
+        nb_tensor *b = NBT(nb_ones(NB_SHAPE(2, 3, 1), NB_F64)), *br = NBT(nb_to_device(b, NB_REF));
+        nb_tensor *c = op == NB_OP_CHOLESKY ? nb_cholesky(z, false)
+                       : op == NB_OP_SOLVE  ? nb_solve(z, b) : nb_solve_triangular(z, b, false, false, false);
+        assert_null(c);
+        nb_clear_error();
+        c = op == NB_OP_CHOLESKY ? nb_cholesky(zr, false)
+            : op == NB_OP_SOLVE  ? nb_solve(zr, br) : nb_solve_triangular(zr, br, false, false, false);
+        assert_null(c);
+        nb_clear_error();
+    }
+    nb_scope_end();
+}
+
+/* ------------------------------------------------------------------------ */
 /* The cases for the non-elementwise kinds, and the table walk              */
 /* ------------------------------------------------------------------------ */
 
@@ -985,6 +1058,8 @@ static const ocase OTHER[] = {
     {NB_OP_CAT, check_cat},            {NB_OP_PAD, check_pad},            {NB_OP_CAST, check_cast},
     {NB_OP_CONTIGUOUS, check_contiguous}, {NB_OP_TO_DEVICE, check_to_device}, {NB_OP_UNFOLD, check_window},
     {NB_OP_FOLD, check_window},        {NB_OP_MAX_POOL2D, check_window},  {NB_OP_MAX_UNPOOL2D, check_window},
+    {NB_OP_CHOLESKY, check_linalg},    {NB_OP_SOLVE_TRIANGULAR, check_linalg}, {NB_OP_SOLVE, check_linalg},
+    {NB_OP_SLOGDET, check_linalg},
 };
 #define NOTHER (sizeof OTHER / sizeof OTHER[0])
 
@@ -997,7 +1072,7 @@ static bool kernel_kind(nb_op_kind k) {
     return k == NB_KIND_UNARY || k == NB_KIND_BINARY || k == NB_KIND_WHERE || k == NB_KIND_REDUCE ||
            k == NB_KIND_ARGREDUCE || k == NB_KIND_SCAN || k == NB_KIND_MATMUL || k == NB_KIND_GATHER ||
            k == NB_KIND_SCATTER_ADD || k == NB_KIND_CAT || k == NB_KIND_PAD || k == NB_KIND_COPY ||
-           k == NB_KIND_WINDOW;
+           k == NB_KIND_WINDOW || k == NB_KIND_LINALG;
 }
 
 static bool has_case(int op) {

@@ -953,7 +953,7 @@ static int free_golden(void **state) {
 }
 
 int main(void) {
-    enum { MAXT = 1024 };
+    enum { MAXT = 2048 };
     static struct CMUnitTest tests[MAXT];
     static char names[MAXT][112];
     static vmap_job jobs[MAXT];
@@ -976,7 +976,10 @@ int main(void) {
     T(jax_compositions);
     T(errors);
 #undef T
-    if (NCASES * (2 + V_COUNT) + NEXTRA * V_COUNT + n > MAXT) return 1; /* raise MAXT */
+    if (NCASES * (2 + V_COUNT) + NEXTRA * V_COUNT + n > MAXT) {
+        fprintf(stderr, "test_transforms: more tests than MAXT (%d): raise it\n", MAXT);
+        return 1;
+    }
     for (size_t k = 0; k < NCASES; k++) {
         if (untraceable(&CASES[k])) continue;
         snprintf(names[n], sizeof names[n], "jvp %s %s", CASES[k].op, CASES[k].label);

@@ -52,6 +52,21 @@ struct nb_backend {
      *   MAX_UNPOOL2D: out [N, C, H, W] = zeros plus x [N, C, h, w] added at idx (i64, x's
      *                 shape, read, validated in [0, H*W)); w unused. */
     nb_status (*window)(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w);
+    /** Small dense linear algebra (src/ops/linalg.c) over a batch of matrices, every tensor f64
+     *  and contiguous, a [batch, n, n] (batch: the product of the leading dims, 1 for none):
+     *   CHOLESKY:         out [batch, n, n] = L, A = L L^T, L lower (zeros above);
+     *   SOLVE_TRIANGULAR: out [batch, n, k] = op(A)^-1 b, b [batch, n, k]; A read as its
+     *                     upper (NB_LA_UPPER in flags) or lower triangle, op(A) = A^T with
+     *                     NB_LA_TRANS, a unit diagonal assumed with NB_LA_UNIT;
+     *   SOLVE:            out [batch, n, k] = A^-1 b (LU with partial pivoting);
+     *   SLOGDET:          out [batch] = log |det A|, out2 [batch] = sign(det A) (a singular A:
+     *                     -inf, and a zero signed as the row swaps and pivots before the first
+     *                     zero pivot make it, as LAPACK-based torch reports).
+     *  info [batch] (i64) is written: 0, or j + 1 when matrix i has no result — a leading
+     *  minor of order j + 1 that is not positive (CHOLESKY), a zero pivot in column j (SOLVE,
+     *  SOLVE_TRIANGULAR); out's values for that matrix are then unspecified. */
+    nb_status (*linalg)(nb_op op, int flags, const nb_tensor *a, const nb_tensor *b, nb_tensor *out,
+                        nb_tensor *out2, nb_tensor *info);
     /** Run the fused kernel k (fused.h) over the domain shape[ndim]: in[0..k->nin) are its loads
      *  and out[0..k->nout) its outputs (fresh; each output's own elements written), every one
      *  viewed with the domain's shape (stride 0 along broadcast axes, so a ROW output is constant
@@ -61,6 +76,9 @@ struct nb_backend {
     nb_status (*fused)(const struct nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in,
                        nb_tensor *const *out);
 };
+
+/** SOLVE_TRIANGULAR's flags (the LINALG backend entry and its attrs.sub). */
+enum { NB_LA_UPPER = 1, NB_LA_TRANS = 2, NB_LA_UNIT = 4 };
 
 /** Output length of a window along one axis: floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1. */
 static inline int64_t nb__window_out(int64_t in, int64_t k, int64_t stride, int64_t pad, int64_t dil) {

@@ -45,8 +45,7 @@ static int infer_matmul(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, 
     return 1;
 }
 
-/* t (rank >= 2) viewed with the batch dims `bat[0..nbat)` (stride 0 where broadcast), or t itself. */
-static nb_tensor *batch_expand(nb_tensor *t, const int64_t *bat, int nbat) {
+nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat) {
     int64_t s[NB_MAX_DIMS];
     memcpy(s, bat, sizeof(int64_t) * (size_t)nbat);
     s[nbat] = t->shape[t->ndim - 2];
@@ -63,8 +62,8 @@ static nb_status exec_matmul(nb_op op, nb_tensor *const *in, int n, const nb_att
     (void)nout;
     nb_tensor *a = in[0];
     int nbat = m->ndim - 2;
-    nb_tensor *ae = batch_expand(a, m->shape, nbat);
-    nb_tensor *be_ = ae ? batch_expand(in[1], m->shape, nbat) : NULL;
+    nb_tensor *ae = nb__batch_expand(a, m->shape, nbat);
+    nb_tensor *be_ = ae ? nb__batch_expand(in[1], m->shape, nbat) : NULL;
     nb_tensor *r = be_ ? nb__meta_new(m, a->storage->device) : NULL;
     if (r && nb__backend_of(a)->matmul(r, ae, be_) != NB_OK) {
         nb_release(r);

@@ -20,7 +20,7 @@ typedef enum nb_op_kind {
     NB_KIND_UNARY, NB_KIND_BINARY, NB_KIND_WHERE, NB_KIND_REDUCE, NB_KIND_ARGREDUCE,
     NB_KIND_SCAN, NB_KIND_MATMUL, NB_KIND_GATHER, NB_KIND_SCATTER_ADD, NB_KIND_COPY,
     NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE, NB_KIND_WINDOW,
-    NB_KIND_SIZE, NB_KIND_RANDOM,
+    NB_KIND_SIZE, NB_KIND_RANDOM, NB_KIND_LINALG,
     NB_KIND_COUNT
 } nb_op_kind;
 
@@ -234,6 +234,12 @@ const nb_backend *nb__backend_common(const char *op, nb_tensor *const *ts, int n
 nb_tensor *nb__to_dtype(nb_tensor *t, nb_dtype dt);
 /** Unscoped expand view of t to shape (no checks beyond broadcast compatibility). Not recorded. */
 nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim);
+/** t (rank >= 2) viewed with the batch dims bat[0..nbat) before its last two (stride 0 where
+ *  broadcast), or t itself retained.  Unscoped, not recorded.  (matmul and the LINALG ops.) */
+nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat);
+/** The identity matrices of a's batch ([..., n, n] for a [..., n, n]; symbolic sizes too), scoped,
+ *  recorded (diag_embed of ones shaped like a's diagonal). */
+nb_tensor *nb__eye_like(nb_tensor *a);
 /** VIEW_GRAD forward: zeros(base_shape) with g copied into view (view_op, va). Unscoped, recorded. */
 nb_tensor *nb__view_grad(nb_tensor *g, nb_op view_op, const nb_attrs *va, const int64_t *base_shape, int base_ndim);
 /** A filled tensor on a device (unscoped). */

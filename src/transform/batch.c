@@ -158,6 +158,15 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         return apply_with(nd, &a, x, out);
     case NB_KIND_MATMUL:
         return (out[0] = batched_matmul(in[0], bin[0], in[1], bin[1])) ? NB_OK : nb_last_status();
+    case NB_KIND_LINALG: { /* matrices batched over their leading dims, which broadcast as elementwise
+                              * operands do: batched operands in front, raised to the same batch rank */
+        int r = 0;
+        for (int k = 0; k < nd->n_in; k++)
+            if (in[k]->ndim - (bin[k] >= 0) - 2 > r) r = in[k]->ndim - (bin[k] >= 0) - 2;
+        for (int k = 0; k < nd->n_in; k++)
+            if (bin[k] >= 0 && !(x[k] = lift(front(in[k], bin[k]), r - (in[k]->ndim - 3)))) return nb_last_status();
+        return nb__replay_apply(nd, x, out);
+    }
     case NB_KIND_GATHER:
     case NB_KIND_SCATTER_ADD:
     case NB_KIND_CAT:

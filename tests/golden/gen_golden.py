@@ -1007,6 +1007,83 @@ def gen_conv(g):
     g.case("max_unpool2d/f64_bigger", unpool, {"x": pooled, "indices": idx}, {"out_h": 5, "out_w": 7})
 
 
+# ---------------------------------------------------------------------------
+# O11 small batched linear algebra
+
+
+def gen_small_linalg(g):
+    g.begin("o11_linalg")
+
+    def spd(*shape, dtype=F64):
+        x = g.randn(*shape)
+        n = shape[-1]
+        return (x @ x.mT / n + torch.eye(n, dtype=F64)).to(dtype)
+
+    def shifted(*shape, dtype=F64):  # diagonally dominant: well conditioned, det > 0
+        return (g.randn(*shape) + 4 * torch.eye(shape[-1], dtype=F64)).to(dtype)
+
+    g.seed("tril")
+    g.case("tril/f64", lambda x, k: torch.tril(x, k), {"x": g.randn(2, 3, 4)}, {"k": 0})
+    g.case("tril/f64_k1", lambda x, k: torch.tril(x, k), {"x": g.randn(3, 5)}, {"k": 1})
+    g.seed("triu")
+    g.case("triu/f64", lambda x, k: torch.triu(x, k), {"x": g.randn(2, 4, 3)}, {"k": -1})
+    g.case("triu/i64", lambda x, k: torch.triu(x, k), {"x": g.randint(-5, 5, 3, 3)}, {"k": 0}, grad=False)
+    g.seed("diag")
+    g.case("diag/f64_vec", lambda x, k: torch.diag(x, k), {"x": g.randn(3)}, {"k": 1})
+    g.case("diag/f64_mat", lambda x, k: torch.diag(x, k), {"x": g.randn(3, 4)}, {"k": -1})
+    g.seed("diag_embed")
+    g.case("diag_embed/f64", lambda x, offset, dim1, dim2: torch.diag_embed(x, offset, dim1, dim2),
+           {"x": g.randn(2, 3)}, {"offset": 1, "dim1": 0, "dim2": 2})
+    g.case("diag_embed/f64_last", lambda x, offset, dim1, dim2: torch.diag_embed(x, offset, dim1, dim2),
+           {"x": g.randn(2, 3)}, {"offset": -2, "dim1": -2, "dim2": -1})
+    g.seed("trace")
+    g.case("trace/f64", torch.trace, {"x": g.randn(4, 3)})
+    g.seed("cholesky")
+    g.case("cholesky/f64", lambda a, upper: torch.linalg.cholesky(a, upper=bool(upper)), {"a": spd(3, 4, 4)},
+           {"upper": 0})
+    g.case("cholesky/f64_upper", lambda a, upper: torch.linalg.cholesky(a, upper=bool(upper)), {"a": spd(5, 5)},
+           {"upper": 1})
+    g.case("cholesky/f32", lambda a, upper: torch.linalg.cholesky(a, upper=bool(upper)),
+           {"a": spd(2, 6, 6, dtype=F32)}, {"upper": 0}, grad=False)
+
+    def tri(a, b, upper, transpose, unit):
+        op_a = a.mT if transpose else a  # op(A) = A^T: A's upper triangle is op(A)'s lower one
+        return torch.linalg.solve_triangular(op_a, b, upper=bool(upper) != bool(transpose), left=True,
+                                             unitriangular=bool(unit))
+
+    g.seed("solve_triangular")
+    for upper in (0, 1):
+        for transpose in (0, 1):
+            for unit in (0, 1):
+                g.case(f"solve_triangular/f64_u{upper}_t{transpose}_d{unit}", tri,
+                       {"a": shifted(2, 3, 3), "b": g.randn(3, 2)},
+                       {"upper": upper, "transpose": transpose, "unit": unit})
+    g.case("solve_triangular/f32", tri, {"a": shifted(4, 4, dtype=F32), "b": g.randn(4, 3, dtype=F32)},
+           {"upper": 0, "transpose": 0, "unit": 0}, grad=False)
+    g.seed("solve")
+    g.case("solve/f64", torch.linalg.solve, {"a": shifted(3, 3), "b": g.randn(3, 2)})
+    g.case("solve/f64_vector", torch.linalg.solve, {"a": shifted(4, 4), "b": g.randn(4)})
+    g.case("solve/f64_batch_vector", torch.linalg.solve, {"a": shifted(2, 3, 3), "b": g.randn(2, 3)})
+    g.case("solve/f64_bcast", torch.linalg.solve, {"a": shifted(2, 1, 3, 3), "b": g.randn(4, 3, 2)})
+    g.case("solve/f32", torch.linalg.solve, {"a": shifted(5, 5, dtype=F32), "b": g.randn(5, 3, dtype=F32)},
+           grad=False)
+    g.seed("slogdet")
+    g.case("slogdet/f64", lambda a, both: torch.linalg.slogdet(a).logabsdet, {"a": shifted(2, 3, 3)}, {"both": 0})
+    sing = torch.tensor([[[1.0, 2.0], [2.0, 4.0]], [[0.0, 1.0], [1.0, 0.0]], [[-2.0, 0.0], [0.0, 3.0]]],
+                        dtype=F64)
+    g.case("slogdet/f64_signs", lambda a, both: tuple(torch.linalg.slogdet(a)), {"a": sing}, {"both": 1},
+           grad=False)
+    g.seed("det")
+    g.case("det/f64", torch.linalg.det, {"x": shifted(2, 3, 3)})
+    g.case("det/f64_signs", torch.linalg.det, {"x": sing}, grad=False)
+    g.seed("logdet")
+    g.case("logdet/f64", torch.logdet, {"x": spd(2, 3, 3)})
+    g.case("logdet/f64_signs", torch.logdet, {"x": sing}, grad=False)
+    g.seed("inv")
+    g.case("inv/f64", torch.linalg.inv, {"x": shifted(2, 3, 3)})
+    g.case("inv/f32", torch.linalg.inv, {"x": shifted(4, 4, dtype=F32)}, grad=False)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
@@ -1015,7 +1092,8 @@ def main():
     warnings.filterwarnings("ignore", message="Using a target size")  # mse_loss/f64_bcast broadcasts on purpose
     warnings.filterwarnings("ignore", message=".*degrees of freedom is <= 0")  # var/std NaN cases on purpose
     g = Golden()
-    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index, gen_conv, gen_layout):
+    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index, gen_conv, gen_layout,
+                gen_small_linalg):
         gen(g)
     g.write(args.out)
 

@@ -11,6 +11,7 @@
 #include "gemm.h"
 #include "iter.h"
 #include "kernels.h"
+#include "linalg.h"
 #include "pool.h"
 
 #include <stdlib.h>
@@ -747,5 +748,6 @@ const nb_backend nb__cpu_backend = {
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
     .window = nb__cpu_window,
+    .linalg = nb__cpu_linalg,
     .fused = nb__cpu_fused,
 };

@@ -230,6 +230,7 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
 #define GEN_K_WINDOW GEN_NONE
 #define GEN_K_SIZE GEN_NONE
 #define GEN_K_RANDOM GEN_NONE
+#define GEN_K_LINALG GEN_NONE
 #define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) GEN_K_##kind(E, name, dt, expr)
 #include "../../ops/ops.def"
 #undef NB_OP
@@ -344,6 +345,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_U_WINDOW(E, dt)
 #define NB_TAB_U_SIZE(E, dt)
 #define NB_TAB_U_RANDOM(E, dt)
+#define NB_TAB_U_LINALG(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
     },
@@ -366,6 +368,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_B_WINDOW(E, dt)
 #define NB_TAB_B_SIZE(E, dt)
 #define NB_TAB_B_RANDOM(E, dt)
+#define NB_TAB_B_LINALG(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
     },

@@ -3,7 +3,7 @@
  * multi-index, every element loaded as double, double accumulation, one
  * thread.  It is the oracle the tests compare the CPU backend against.
  */
-#include "../backend.h"
+#include "ref_linalg.h"
 #include "../../ops/op_eval.h"
 
 #include <stdlib.h>
@@ -257,4 +257,5 @@ const nb_backend nb__ref_backend = {
     .gather = ref_gather,
     .scatter_add = ref_scatter_add,
     .window = ref_window,
+    .linalg = nb__ref_linalg,
 };
