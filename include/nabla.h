@@ -752,6 +752,47 @@ nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
  */
 nb_tensor *nb_einsum(const char *equation, nb_tensor *const *operands, int n);
 
+/* ---- attention (O9) ---- */
+/** What an attention score is masked by (the seed's MaskKind). */
+typedef enum nb_attn_mask {
+    NB_ATTN_MASK_NONE,        /**< every query sees every key */
+    NB_ATTN_MASK_CAUSAL,      /**< query i sees keys j <= i (top-left aligned, as torch's is_causal) */
+    NB_ATTN_MASK_SLIDING,     /**< causal within a window: i - window < j <= i (Mistral, Gemma 2) */
+    NB_ATTN_MASK_KEY_PADDING, /**< per batch row: mask_tensor is the lengths [B] (keys j < length[b]),
+                                   integer, or a bool [B, Lk] (true: a real key) */
+    NB_ATTN_MASK_BOOL,        /**< mask_tensor: bool, broadcastable to [B, Hq, Lq, Lk], true = attend */
+    NB_ATTN_MASK_BIAS,        /**< mask_tensor: float, broadcastable to [B, Hq, Lq, Lk], added to the
+                                   scaled (and capped) scores; -inf masks */
+    NB_ATTN_MASK_COUNT
+} nb_attn_mask;
+/** Options of nb_scaled_dot_product_attention; zeros give an unmasked attention with torch's scale. */
+typedef struct nb_attention_opts {
+    nb_attn_mask mask;
+    int64_t window;         /**< NB_ATTN_MASK_SLIDING: the keys a query sees, >= 1 */
+    nb_tensor *mask_tensor; /**< KEY_PADDING, BOOL, BIAS: see nb_attn_mask (borrowed) */
+    double scale;           /**< score scale; 0: 1/sqrt(D) */
+    double softcap;         /**< > 0: scores become softcap·tanh(score/softcap) before masking (Gemma 2) */
+} nb_attention_opts;
+/**
+ * softmax(scale · q kᵀ [masked], over the keys) v — torch.nn.functional.scaled_dot_product_attention
+ * (Vaswani et al. 2017) with q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] -> [B, Hq, Lq, Dv]:
+ * grouped-query heads when Hkv divides Hq (query head h reads key/value head h / (Hq/Hkv), torch's
+ * enable_gqa; Hkv = 1 is multi-query), without copying k or v per head.  A query whose every key is
+ * masked gets zeros (torch's math path gives NaN).  f16/bf16 compute in f32.  Differentiable,
+ * traceable and batchable (built from the op table's ops; it forms the [Lq, Lk] scores — no fused
+ * flash kernel yet).  Errors: NB_ERR_SHAPE (ranks, sizes, heads, a mask tensor's shape),
+ * NB_ERR_DTYPE (q, k, v of several or non-float dtypes; a mask tensor of the wrong kind), NB_ERR_ARG
+ * (window < 1, a negative or NaN soft-cap, NaN scale, unknown mask kind), NB_ERR_NULL.
+ */
+nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attention_opts opts);
+/**
+ * Rotary position embedding (Su et al., "RoFormer", 2021) of x [..., L, D] (D even and concrete):
+ * position p = offset + row, frequency i = base^(-2i/D), each pair rotated by p · frequency — the
+ * pairs being (x[i], x[i + D/2]) (halves: GPT-NeoX, Llama) or (x[2i], x[2i+1]) when interleaved
+ * (GPT-J, the paper).  base 10000 is the usual value.  Errors: NB_ERR_SHAPE, NB_ERR_ARG (base <= 1).
+ */
+nb_tensor *nb_rotary_embedding(nb_tensor *x, int64_t offset, double base, bool interleaved);
+
 /* ---- small batched linear algebra (O11; torch.linalg's names and semantics) ----
  * Matrices are the last two dims of a tensor, batched over the leading ones (broadcast between
  * A and B where two are taken).  The factorizations and solves (cholesky, solve_triangular,
@@ -1267,6 +1308,17 @@ nb_module *nb_nn_relu(void);
 nb_module *nb_nn_flatten(int start, int end);
 /** torch.nn.MaxPool2d with window w. */
 nb_module *nb_nn_max_pool2d(nb_window2d w);
+/**
+ * Multi-head self-attention: x [B, L, E] -> out_proj(attention(q_proj(x), k_proj(x), v_proj(x)))
+ * with `heads` query heads of E/heads dims and `kv_heads` key/value heads (grouped-query; equal:
+ * classic multi-head), through nb_scaled_dot_product_attention with opts (mask none, causal or
+ * sliding; scale, soft-cap).  Children q_proj [E -> E], k_proj and v_proj [E -> kv_heads·E/heads],
+ * out_proj [E -> E] are Linear layers (torch.nn.MultiheadAttention packs q, k, v into one
+ * in_proj_weight; the split names follow Llama's).  Errors: NB_ERR_ARG (heads not dividing E, or
+ * not a multiple of kv_heads; a mask kind that needs a tensor).
+ */
+nb_module *nb_nn_multi_head_attention(int64_t embed_dim, int64_t heads, int64_t kv_heads, nb_attention_opts opts,
+                                      bool bias);
 /** torch.nn.Sequential: an empty container that applies its children in order. */
 nb_module *nb_nn_sequential(void);
 /**

@@ -310,6 +310,22 @@ GC(f_det, nb_det(shifted(x[0])))
 GC(f_logdet, nb_logdet(spd_of(x[0])))
 GC(f_inv, nb_inv(shifted(x[0])))
 
+/* attention (O9) */
+#define ATTN(...) ((nb_attention_opts){__VA_ARGS__})
+GC(f_sdpa, nb_scaled_dot_product_attention(x[0], x[1], x[2], ATTN(.mask = NB_ATTN_MASK_NONE)))
+GC(f_sdpa_gqa_causal, nb_scaled_dot_product_attention(x[0], x[1], x[2], ATTN(.mask = NB_ATTN_MASK_CAUSAL)))
+GC(f_sdpa_sliding_cap, nb_scaled_dot_product_attention(x[0], x[1], x[2],
+                                                       ATTN(.mask = NB_ATTN_MASK_SLIDING, .window = 2, .softcap = 1.2)))
+static nb_tensor *f_sdpa_padding(nb_tensor *const *x) {
+    nb_tensor *len = ints((int64_t[]){3, 1}, NB_SHAPE(2));
+    return nb_scaled_dot_product_attention(x[0], x[1], x[2], ATTN(.mask = NB_ATTN_MASK_KEY_PADDING, .mask_tensor = len));
+}
+GC(f_sdpa_bias, nb_scaled_dot_product_attention(x[0], x[1], x[2],
+                                                ATTN(.mask = NB_ATTN_MASK_BIAS, .mask_tensor = ramp(NB_SHAPE(3, 4), -1, 1),
+                                                     .scale = 0.7)))
+GC(f_rotary, nb_rotary_embedding(x[0], 3, 100.0, false))
+GC(f_rotary_inter, nb_rotary_embedding(x[0], 0, 10000.0, true))
+
 /* ------------------------------------------------------------------------ */
 /* The table                                                                */
 /* ------------------------------------------------------------------------ */
@@ -475,5 +491,18 @@ const gc_case CASES[] = {
     {"det", "x + 4 I", f_det, 1, {IN(2, D_ANY, 3, 3)}, true, 0},
     {"logdet", "x x^T + I", f_logdet, 1, {IN(2, D_ANY, 3, 3)}, true, 0},
     {"inv", "batched", f_inv, 1, {IN(3, D_ANY, 2, 3, 3)}, true, 0},
+    /* attention */
+    {"scaled_dot_product_attention", "no mask", f_sdpa, 3,
+     {IN(4, D_ANY, 1, 2, 3, 4), IN(4, D_ANY, 1, 2, 4, 4), IN(4, D_ANY, 1, 2, 4, 2)}, true, 0},
+    {"scaled_dot_product_attention", "causal, 4 query heads on 2", f_sdpa_gqa_causal, 3,
+     {IN(4, D_ANY, 1, 4, 3, 2), IN(4, D_ANY, 1, 2, 3, 2), IN(4, D_ANY, 1, 2, 3, 2)}, true, 0},
+    {"scaled_dot_product_attention", "sliding window 2, soft-cap", f_sdpa_sliding_cap, 3,
+     {IN(4, D_ANY, 1, 1, 4, 3), IN(4, D_ANY, 1, 1, 4, 3), IN(4, D_ANY, 1, 1, 4, 2)}, false, 0},
+    {"scaled_dot_product_attention", "key lengths", f_sdpa_padding, 3,
+     {IN(4, D_ANY, 2, 1, 2, 3), IN(4, D_ANY, 2, 1, 3, 3), IN(4, D_ANY, 2, 1, 3, 2)}, false, 0},
+    {"scaled_dot_product_attention", "bias, scale", f_sdpa_bias, 3,
+     {IN(4, D_ANY, 1, 2, 3, 2), IN(4, D_ANY, 1, 2, 4, 2), IN(4, D_ANY, 1, 2, 4, 2)}, false, 0},
+    {"rotary_embedding", "halves", f_rotary, 1, {IN(3, D_ANY, 2, 3, 4)}, true, 0},
+    {"rotary_embedding", "interleaved", f_rotary_inter, 1, {IN(2, D_ANY, 5, 6)}, false, 0},
 };
 const size_t NCASES = sizeof CASES / sizeof CASES[0];

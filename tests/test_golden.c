@@ -347,6 +347,17 @@ static void run_slogdet(gctx *g, const entry *e) {
     if (both) out(g, s);
     out(g, l);
 }
+static void run_attention(gctx *g, const entry *e) {
+    (void)e;
+    nb_tensor *q = in(g, "q"), *k = in(g, "k"), *v = in(g, "v"), *m = in_opt(g, "m");
+    nb_attention_opts o = {.mask = (nb_attn_mask)iparam(g, "mask"), .window = iparam(g, "window"),
+                           .mask_tensor = m, .scale = param(g, "scale"), .softcap = param(g, "softcap")};
+    out(g, nb_scaled_dot_product_attention(q, k, v, o));
+}
+static void run_rotary(gctx *g, const entry *e) {
+    (void)e;
+    out(g, nb_rotary_embedding(in(g, "x"), iparam(g, "offset"), param(g, "base"), iparam(g, "interleaved") != 0));
+}
 static void run_diagonal(gctx *g, const entry *e) {
     out(g, nb_diagonal(in(g, "x"), iparam(g, "offset"), (int)iparam(g, "a"), (int)iparam(g, "b")));
 }
@@ -457,6 +468,8 @@ static const entry TABLE[] = {
     E("solve_triangular", run_solve_triangular) E("solve", run_binary, .binary = nb_solve)
     E("slogdet", run_slogdet) E("det", run_unary, .unary = nb_det) E("logdet", run_unary, .unary = nb_logdet)
     E("inv", run_unary, .unary = nb_inv)
+    /* O9 */
+    E("scaled_dot_product_attention", run_attention) E("rotary_embedding", run_rotary)
 };
 enum { NENTRIES = sizeof TABLE / sizeof TABLE[0] };
 

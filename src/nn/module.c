@@ -82,7 +82,7 @@ static bool name_ok(nb_module *seq, const char *name) {
     return true;
 }
 
-static nb_status add_child(nb_module *seq, const char *name, nb_module *child) {
+nb_status nb__module_add_child(nb_module *seq, const char *name, nb_module *child) {
     char index[24];
     if (!name) {
         snprintf(index, sizeof index, "%d", seq->nchild);
@@ -114,7 +114,7 @@ nb_status nb_sequential_add(nb_module *seq, const char *name, nb_module *child) 
         st = nb__error_set(NB_ERR_ARG, "sequential_add: the container is a %s, not a Sequential", seq->kind);
     else if (child->parent || child == seq)
         return nb__error_set(NB_ERR_ARG, "sequential_add: the %s already belongs to a container", child->kind);
-    else st = add_child(seq, name, child);
+    else st = nb__module_add_child(seq, name, child);
     if (st != NB_OK && !(child && child->parent)) nb_module_free(child);
     return st;
 }

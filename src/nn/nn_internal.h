@@ -18,6 +18,7 @@ struct nb_module {
         nb_window2d pool;
         struct { int start, end; } flat;
         struct { int nnorm; double eps; } norm;
+        struct { int64_t heads, kv_heads; nb_attention_opts opts; } attn;
         double p;
     } cfg;
     bool training;
@@ -35,6 +36,9 @@ struct nb_module {
 
 /** A zeroed module of `kind` with forward fn, in training mode; NULL with NB_ERR_OOM. */
 nb_module *nb__module_new(const char *kind, nb_tensor *(*forward)(nb_module *, nb_tensor *));
+/** Append child (owned from here on, unless this fails with NB_ERR_ARG / NB_ERR_OOM) to m's
+ *  children as `name` (NULL: its position). */
+nb_status nb__module_add_child(nb_module *m, const char *name, nb_module *child);
 /** Register parameter t (reference taken over) as `name` of m. */
 void nb__module_add_param(nb_module *m, const char *name, nb_tensor *t);
 

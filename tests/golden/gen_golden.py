@@ -171,7 +171,9 @@ class Golden:
         total = 0
         for group, cases in self.groups.items():
             data = b"NBG1" + struct.pack("<I", len(cases)) + b"".join(cases)
-            with open(os.path.join(outdir, group + ".nbg"), "wb") as f:
+            path = os.path.join(outdir, group + ".nbg")
+            os.makedirs(os.path.dirname(path), exist_ok=True)  # layers/: read by their own tests
+            with open(path, "wb") as f:
                 f.write(data)
             total += len(data)
             print(f"{group}.nbg: {len(cases)} cases, {len(data)} bytes")
@@ -1084,6 +1086,114 @@ def gen_small_linalg(g):
     g.case("inv/f32", torch.linalg.inv, {"x": shifted(4, 4, dtype=F32)}, grad=False)
 
 
+# ---------------------------------------------------------------------------
+# O9 attention
+
+
+ATTN = {"none": 0, "causal": 1, "sliding": 2, "key_padding": 3, "bool": 4, "bias": 5}  # nb_attn_mask
+
+
+def attention(q, k, v, m=None, *, mask, window, scale, softcap):
+    """nabla's scaled_dot_product_attention: torch's SDPA for the masks it has (GQA included), the
+    float64 formula for the sliding window and the soft-cap (which torch's SDPA lacks)."""
+    b, hq, lq, d = q.shape
+    lk = k.shape[2]
+    keep = None
+    if mask == ATTN["causal"]:
+        keep = torch.ones(lq, lk, dtype=torch.bool).tril()
+    elif mask == ATTN["sliding"]:
+        i, j = torch.arange(lq)[:, None], torch.arange(lk)[None, :]
+        keep = (j <= i) & (j > i - window)
+    elif mask == ATTN["key_padding"]:
+        keep = (m if m.dtype == torch.bool else torch.arange(lk)[None, :] < m[:, None])[:, None, None, :]
+    elif mask == ATTN["bool"]:
+        keep = m
+    if mask in (ATTN["sliding"],) or softcap:
+        g = hq // k.shape[1]
+        kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        s = q @ kk.mT * (scale or d ** -0.5)
+        if softcap:
+            s = softcap * torch.tanh(s / softcap)
+        if mask == ATTN["bias"]:
+            s = s + m
+        if keep is not None:
+            s = s.masked_fill(~keep, -math.inf)
+        return torch.softmax(s, -1) @ vv
+    attn_mask = m if mask == ATTN["bias"] else keep
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale or None, enable_gqa=True)
+
+
+def rotary(x, *, offset, base, interleaved):
+    """RoFormer's rotation in float64 (the formula; torch has no rotary op)."""
+    l, d = x.shape[-2], x.shape[-1]
+    ang = (offset + torch.arange(l, dtype=F64))[:, None] * base ** (-2 * torch.arange(d // 2, dtype=F64) / d)
+    c, s = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+    if interleaved:
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * c - x2 * s, x2 * c + x1 * s), -1).flatten(-2)
+    x1, x2 = x[..., : d // 2], x[..., d // 2:]
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), -1)
+
+
+def gen_attention(g):
+    g.begin("o9_attention")
+    p0 = {"window": 0, "scale": 0.0, "softcap": 0.0}
+
+    def case(tag, qs, ks, vs, mask, m=None, grad=True, dtype=F64, **kw):
+        g.seed("scaled_dot_product_attention/" + tag)
+        ins = {"q": g.randn(*qs, dtype=dtype), "k": g.randn(*ks, dtype=dtype), "v": g.randn(*vs, dtype=dtype)}
+        if m is not None:
+            ins["m"] = m
+        params = dict(p0, mask=ATTN[mask], **kw)
+        g.case(f"scaled_dot_product_attention/{tag}", attention, ins, params, grad=grad)
+
+    case("none", (2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 4), "none")
+    case("causal", (1, 2, 5, 4), (1, 2, 5, 4), (1, 2, 5, 3), "causal")
+    case("causal_lq_lt_lk", (1, 2, 3, 4), (1, 2, 6, 4), (1, 2, 6, 4), "causal")
+    case("gqa_causal", (2, 4, 5, 3), (2, 2, 5, 3), (2, 2, 5, 3), "causal")
+    case("mqa", (1, 6, 4, 3), (1, 1, 5, 3), (1, 1, 5, 2), "none", scale=0.3)
+    g.seed("attention_masks")
+    keep = g.uniform(0, 1, 2, 1, 4, 6) > 0.4
+    keep[..., 0] = True  # no query without keys (torch: NaN)
+    case("bool", (2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 5), "bool", m=keep)
+    case("bias", (2, 2, 4, 3), (2, 2, 5, 3), (2, 2, 5, 3), "bias", m=g.randn(1, 2, 4, 5))
+    case("key_padding_lengths", (3, 2, 4, 3), (3, 2, 6, 3), (3, 2, 6, 3), "key_padding",
+         m=torch.tensor([6, 2, 4], dtype=I64))
+    pad = torch.tensor([[True] * 4 + [False] * 2, [True, False, True, True, True, False]])
+    case("key_padding_bool", (2, 2, 3, 4), (2, 2, 6, 4), (2, 2, 6, 4), "key_padding", m=pad)
+    case("sliding", (1, 2, 6, 4), (1, 2, 6, 4), (1, 2, 6, 4), "sliding", window=3)
+    case("softcap", (2, 2, 4, 3), (2, 1, 5, 3), (2, 1, 5, 3), "causal", softcap=1.5, scale=0.8)
+    case("f32_causal", (2, 4, 9, 8), (2, 2, 9, 8), (2, 2, 9, 8), "causal", grad=False, dtype=F32)
+    g.seed("rotary_embedding")
+    for inter in (0, 1):
+        g.case(f"rotary_embedding/f64_i{inter}", rotary, {"x": g.randn(2, 3, 5, 6)},
+               {"offset": 7, "base": 10000.0, "interleaved": inter})
+    g.case("rotary_embedding/f32", rotary, {"x": g.randn(4, 8, dtype=F32)},
+           {"offset": 0, "base": 500.0, "interleaved": 0}, grad=False)
+
+    # a layer, not an op: in layers/ (test_golden replays only the op files beside it; test_attention reads it)
+    g.begin("layers/n1_attention")
+    g.seed("multi_head_attention")
+    e, heads, kvh = 8, 4, 2
+    kv = e // heads * kvh  # float32: the layer's parameters are float32
+    ws = {"x": g.randn(2, 5, e, dtype=F32), "wq": g.randn(e, e, dtype=F32), "bq": g.randn(e, dtype=F32),
+          "wk": g.randn(kv, e, dtype=F32), "bk": g.randn(kv, dtype=F32), "wv": g.randn(kv, e, dtype=F32),
+          "bv": g.randn(kv, dtype=F32), "wo": g.randn(e, e, dtype=F32), "bo": g.randn(e, dtype=F32)}
+
+    def mha(x, wq, bq, wk, bk, wv, bv, wo, bo, *, heads, kv_heads, mask):
+        b, l, _ = x.shape
+
+        def split(t, h):
+            return t.reshape(b, l, h, -1).transpose(1, 2)
+
+        q, k, v = split(F.linear(x, wq, bq), heads), split(F.linear(x, wk, bk), kv_heads), split(F.linear(x, wv, bv), kv_heads)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=mask == ATTN["causal"], enable_gqa=True)
+        return F.linear(y.transpose(1, 2).reshape(b, l, -1), wo, bo)
+
+    g.case("multi_head_attention/gqa_causal", mha, ws, {"heads": heads, "kv_heads": kvh, "mask": ATTN["causal"]},
+           grad=False)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
@@ -1093,7 +1203,7 @@ def main():
     warnings.filterwarnings("ignore", message=".*degrees of freedom is <= 0")  # var/std NaN cases on purpose
     g = Golden()
     for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index, gen_conv, gen_layout,
-                gen_small_linalg):
+                gen_small_linalg, gen_attention):
         gen(g)
     g.write(args.out)
 

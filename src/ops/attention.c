@@ -1,0 +1,185 @@
+/*
+ * attention.c — scaled dot-product attention (O9) with its mask kinds,
+ * grouped-query heads, score scale and logit soft-cap, and rotary position
+ * embeddings, built from the op table's ops (so they differentiate, trace and
+ * batch like any composite).  Semantics follow
+ * torch.nn.functional.scaled_dot_product_attention (the causal mask aligned
+ * top-left; grouped-query heads as enable_gqa=True) except for rows whose
+ * every key is masked: zeros here, NaN in torch's math path.
+ */
+#include "../backend/backend.h"
+
+#include <math.h>
+
+/* A scoped rank-0 tensor of value v and dtype dt on like's device. */
+static nb_tensor *value_on(const nb_tensor *like, double v, nb_dtype dt) {
+    return nb__own(nb__full_on(NULL, 0, v, dt, like->storage->device));
+}
+
+/* j - i over [Lq, Lk] (i64; symbolic sizes too: counted with cumsum), on q's device. */
+static nb_tensor *key_minus_query(nb_tensor *q, int64_t lq, int64_t lk) {
+    int64_t shape[2] = {lq, lk};
+    nb_tensor *ones = nb_expand(value_on(q, 1, NB_I64), shape, 2);
+    return nb_sub(nb_cumsum(ones, 1), nb_cumsum(ones, 0));
+}
+
+/* The keys each query may see, as a bool broadcastable to [B, Hq, Lq, Lk]; NULL for NONE and
+ * BIAS (then *bias may be set).  Errors name the op. */
+static nb_tensor *allowed(const char *op, nb_tensor *q, const nb_tensor *k, const nb_attention_opts *o,
+                          nb_tensor **bias, bool *bad) {
+    int64_t b = q->shape[0], lq = q->shape[2], lk = k->shape[2];
+    *bias = NULL;
+    *bad = false;
+    switch (o->mask) {
+    case NB_ATTN_MASK_NONE: return NULL;
+    case NB_ATTN_MASK_CAUSAL: return nb_le(key_minus_query(q, lq, lk), 0.0);
+    case NB_ATTN_MASK_SLIDING: {
+        if (o->window < 1) {
+            nb__error(NB_ERR_ARG, "%s: a sliding window of %lld keys (at least 1)", op, (long long)o->window);
+            *bad = true;
+            return NULL;
+        }
+        nb_tensor *d = key_minus_query(q, lq, lk);
+        return nb_logical_and(nb_le(d, 0.0), nb_gt(d, (double)-o->window));
+    }
+    case NB_ATTN_MASK_KEY_PADDING: {
+        nb_tensor *m = o->mask_tensor;
+        if (!m || (m->dtype == NB_BOOL ? m->ndim != 2 || m->shape[0] != b || m->shape[1] != lk
+                                       : nb_dtype_is_float(m->dtype) || m->ndim != 1 || m->shape[0] != b)) {
+            nb__error(NB_ERR_SHAPE, "%s: a key-padding mask is lengths [%lld] (integers) or a bool [%lld, %lld], got %s",
+                      op, (long long)b, (long long)b, (long long)lk, m ? NB_SHAPE_STR(m) : "none");
+            *bad = true;
+            return NULL;
+        }
+        if (m->dtype == NB_BOOL) return nb_reshape(m, (int64_t[]){b, 1, 1, lk}, 4);
+        nb_tensor *pos = nb_sub(nb_cumsum(nb_expand(value_on(q, 1, NB_I64), &lk, 1), 0), 1);
+        return nb_lt(nb_reshape(pos, (int64_t[]){1, 1, 1, lk}, 4),
+                     nb_reshape(nb_cast(m, NB_I64), (int64_t[]){b, 1, 1, 1}, 4));
+    }
+    case NB_ATTN_MASK_BOOL:
+    case NB_ATTN_MASK_BIAS:
+        if (!o->mask_tensor || (o->mask == NB_ATTN_MASK_BOOL) != (o->mask_tensor->dtype == NB_BOOL)) {
+            nb__error(NB_ERR_DTYPE, "%s: the %s mask needs a %s tensor", op, o->mask == NB_ATTN_MASK_BOOL ? "bool" : "bias",
+                      o->mask == NB_ATTN_MASK_BOOL ? "bool" : "float");
+            *bad = true;
+            return NULL;
+        }
+        if (o->mask == NB_ATTN_MASK_BIAS) {
+            *bias = o->mask_tensor;
+            return NULL;
+        }
+        return o->mask_tensor;
+    default:
+        nb__error(NB_ERR_ARG, "%s: unknown mask kind %d", op, (int)o->mask);
+        *bad = true;
+        return NULL;
+    }
+}
+
+static bool check(const char *op, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v) {
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4) {
+        nb__error(NB_ERR_SHAPE, "%s: q, k, v must be [B, H, L, D], got %s, %s, %s", op, NB_SHAPE_STR(q), NB_SHAPE_STR(k),
+                  NB_SHAPE_STR(v));
+        return false;
+    }
+    if (!nb_dtype_is_float(q->dtype) || k->dtype != q->dtype || v->dtype != q->dtype) {
+        nb__error(NB_ERR_DTYPE, "%s: q, k, v must share one float dtype, got %s, %s, %s", op, nb_dtype_name(q->dtype),
+                  nb_dtype_name(k->dtype), nb_dtype_name(v->dtype));
+        return false;
+    }
+    bool heads = !nb__dim_sym(q->shape[1]) && !nb__dim_sym(k->shape[1]) && k->shape[1] > 0 &&
+                 q->shape[1] % k->shape[1] == 0;
+    if (q->shape[0] != k->shape[0] || k->shape[0] != v->shape[0] || k->shape[1] != v->shape[1] ||
+        k->shape[2] != v->shape[2] || q->shape[3] != k->shape[3] || !heads) {
+        nb__error(NB_ERR_SHAPE, "%s: q %s, k %s, v %s must be [B, Hq, Lq, D], [B, Hkv, Lk, D], [B, Hkv, Lk, Dv] with "
+                  "Hq a multiple of Hkv", op, NB_SHAPE_STR(q), NB_SHAPE_STR(k), NB_SHAPE_STR(v));
+        return false;
+    }
+    return true;
+}
+
+nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attention_opts o) {
+    const char *op = "scaled_dot_product_attention";
+    NB_CHECK_ARG(op, q);
+    NB_CHECK_ARG(op, k);
+    NB_CHECK_ARG(op, v);
+    if (!check(op, q, k, v)) return NULL;
+    if (o.softcap < 0 || isnan(o.softcap) || isnan(o.scale)) {
+        nb__error(NB_ERR_ARG, "%s: soft-cap %g and scale %g must be numbers, the cap >= 0", op, o.softcap, o.scale);
+        return NULL;
+    }
+    int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2], d = q->shape[3];
+    int64_t hkv = k->shape[1], g = hq / hkv, lk = k->shape[2], dv = v->shape[3];
+    NB_COMPOSITE_BEGIN();
+    NB_OPMATH(q);
+    nb_tensor *kf = nb_cast(k, q->dtype), *vf = nb_cast(v, q->dtype), *bias;
+    bool bad;
+    nb_tensor *keep = allowed(op, q, k, &o, &bias, &bad);
+    if (bad) {
+        nb_scope_end();
+        return NULL;
+    }
+    /* the g query heads of a key head side by side: scores [B, Hkv, g Lq, Lk] in one matmul, no
+     * copy of k or v per query head */
+    nb_tensor *qg = nb_reshape(q, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
+    nb_tensor *s = nb_matmul(qg, nb_transpose(kf, -2, -1));
+    s = nb_mul(nb_reshape(s, (int64_t[]){b, hq, lq, lk}, 4), o.scale != 0 ? o.scale : 1.0 / sqrt((double)d));
+    if (o.softcap > 0) s = nb_mul(nb_tanh(nb_div(s, o.softcap)), o.softcap); /* Gemma 2 */
+    if (bias) s = nb_add(s, nb_cast(bias, q->dtype));
+    if (keep) s = nb_where(keep, s, value_on(q, -INFINITY, q->dtype));
+    /* a row with every key masked: zeros (its softmax would be 0/0) */
+    nb_tensor *zero = value_on(q, 0, q->dtype), *empty = nb_eq(nb_max(s, (int[]){-1}, 1, true), -INFINITY);
+    nb_tensor *p = nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));
+    nb_tensor *y = nb_matmul(nb_reshape(p, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), lk}, 4), vf);
+    NB_OPMATH_RETURN(nb_reshape(y, (int64_t[]){b, hq, lq, dv}, 4));
+}
+
+nb_tensor *nb_rotary_embedding(nb_tensor *x, int64_t offset, double base, bool interleaved) {
+    const char *op = "rotary_embedding";
+    NB_CHECK_ARG(op, x);
+    if (x->ndim < 2 || !nb_dtype_is_float(x->dtype) || nb__dim_sym(x->shape[x->ndim - 1]) ||
+        x->shape[x->ndim - 1] % 2) {
+        nb__error(NB_ERR_SHAPE, "%s: x must be float [..., L, D] with an even concrete D, got %s %s", op,
+                  nb_dtype_name(x->dtype), NB_SHAPE_STR(x));
+        return NULL;
+    }
+    if (!(base > 1)) {
+        nb__error(NB_ERR_ARG, "%s: base %g must be > 1", op, base);
+        return NULL;
+    }
+    int nd = x->ndim;
+    int64_t l = x->shape[nd - 2], d = x->shape[nd - 1], half = d / 2;
+    NB_COMPOSITE_BEGIN();
+    NB_OPMATH(x);
+    /* angle[p, i] = (offset + p) · base^(-2i / D) (Su et al., "RoFormer", 2021, eq. 15) */
+    double *freq = nb__malloc(sizeof(double) * (size_t)(half ? half : 1));
+    if (!freq) {
+        nb__error(NB_ERR_OOM, "%s: out of memory", op);
+        nb_scope_end();
+        return NULL;
+    }
+    for (int64_t i = 0; i < half; i++) freq[i] = pow(base, -2.0 * (double)i / (double)d);
+    nb_tensor *f = nb_from_data(freq, &half, 1, NB_F64);
+    nb__free(freq);
+    f = nb_to_device(f, x->storage->device);
+    nb_tensor *pos = nb_add(nb_cumsum(nb_expand(value_on(x, 1, NB_F64), &l, 1), 0), (double)offset - 1);
+    nb_tensor *ang = nb_mul(nb_unsqueeze(pos, 1), nb_unsqueeze(f, 0)); /* [L, D/2] */
+    nb_tensor *c = nb_cast(nb_cos(ang), x->dtype), *s = nb_cast(nb_sin(ang), x->dtype);
+    nb_tensor *x1, *x2;
+    if (interleaved) { /* pairs (x[2i], x[2i+1]): GPT-J, the paper's layout */
+        int64_t shape[NB_MAX_DIMS + 1];
+        for (int k = 0; k < nd - 1; k++) shape[k] = x->shape[k];
+        shape[nd - 1] = half;
+        shape[nd] = 2;
+        nb_tensor *pairs = nb_reshape(x, shape, nd + 1);
+        x1 = nb_select(pairs, -1, 0);
+        x2 = nb_select(pairs, -1, 1);
+    } else { /* halves: GPT-NeoX, Llama */
+        x1 = nb_slice(x, -1, 0, half, 1);
+        x2 = nb_slice(x, -1, half, d, 1);
+    }
+    nb_tensor *r1 = nb_sub(nb_mul(x1, c), nb_mul(x2, s)), *r2 = nb_add(nb_mul(x2, c), nb_mul(x1, s));
+    nb_tensor *y = interleaved ? nb_flatten(nb_stack((nb_tensor *[]){r1, r2}, 2, -1), -2, -1)
+                               : nb_cat((nb_tensor *[]){r1, r2}, 2, -1);
+    NB_OPMATH_RETURN(y);
+}
