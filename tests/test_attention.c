@@ -82,6 +82,11 @@ static void fully_masked_rows_are_zeros(void **state) {
     for (int64_t i = 0; i < 12; i++) assert_true(nbt_at(gq, i) == 0);
     for (int64_t i = 0; i < 10; i++) assert_true(nbt_at(gv, i) == 0);
     for (int64_t i = 0; i < nb_numel(gq); i++) assert_false(isnan(nbt_at(gq, i)));
+    /* a window of one key past the last key (Lq 4 > Lk 2): queries 2 and 3 see nothing */
+    nb_tensor *q4 = NBT(nb_randn(NB_SHAPE(1, 1, 4, 3), NB_F64)), *k2 = NBT(nb_randn(NB_SHAPE(1, 1, 2, 3), NB_F64));
+    nb_tensor *ys = NBT(nb_scaled_dot_product_attention(
+        q4, k2, k2, (nb_attention_opts){.mask = NB_ATTN_MASK_SLIDING, .window = 1}));
+    for (int64_t i = 0; i < 12; i++) assert_true(i < 6 ? isfinite(nbt_at(ys, i)) : nbt_at(ys, i) == 0);
     nb_scope_end();
 }
 

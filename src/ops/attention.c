@@ -127,9 +127,13 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     if (o.softcap > 0) s = nb_mul(nb_tanh(nb_div(s, o.softcap)), o.softcap); /* Gemma 2 */
     if (bias) s = nb_add(s, nb_cast(bias, q->dtype));
     if (keep) s = nb_where(keep, s, value_on(q, -INFINITY, q->dtype));
-    /* a row with every key masked: zeros (its softmax would be 0/0) */
-    nb_tensor *zero = value_on(q, 0, q->dtype), *empty = nb_eq(nb_max(s, (int[]){-1}, 1, true), -INFINITY);
-    nb_tensor *p = nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));
+    nb_tensor *p;
+    if (o.mask == NB_ATTN_MASK_NONE || o.mask == NB_ATTN_MASK_CAUSAL) {
+        p = nb_softmax(s, -1); /* every query keeps a key (causal: the first); no guard to pay for */
+    } else { /* a row with every key masked: zeros (its softmax would be 0/0) */
+        nb_tensor *zero = value_on(q, 0, q->dtype), *empty = nb_eq(nb_max(s, (int[]){-1}, 1, true), -INFINITY);
+        p = nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));
+    }
     nb_tensor *y = nb_matmul(nb_reshape(p, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), lk}, 4), vf);
     NB_OPMATH_RETURN(nb_reshape(y, (int64_t[]){b, hq, lq, dv}, 4));
 }
