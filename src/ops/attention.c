@@ -121,9 +121,10 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     }
     /* the g query heads of a key head side by side: scores [B, Hkv, g Lq, Lk] in one matmul, no
      * copy of k or v per query head */
-    nb_tensor *qg = nb_reshape(q, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
-    nb_tensor *s = nb_matmul(qg, nb_transpose(kf, -2, -1));
-    s = nb_mul(nb_reshape(s, (int64_t[]){b, hq, lq, lk}, 4), o.scale != 0 ? o.scale : 1.0 / sqrt((double)d));
+    /* the scale applied to q (Lq·D products rather than Lq·Lk scores) */
+    nb_tensor *qs = nb_mul(q, o.scale != 0 ? o.scale : 1.0 / sqrt((double)d));
+    nb_tensor *qg = nb_reshape(qs, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
+    nb_tensor *s = nb_reshape(nb_matmul(qg, nb_transpose(kf, -2, -1)), (int64_t[]){b, hq, lq, lk}, 4);
     if (o.softcap > 0) s = nb_mul(nb_tanh(nb_div(s, o.softcap)), o.softcap); /* Gemma 2 */
     if (bias) s = nb_add(s, nb_cast(bias, q->dtype));
     if (keep) s = nb_where(keep, s, value_on(q, -INFINITY, q->dtype));
