@@ -771,7 +771,8 @@ typedef struct nb_attention_opts {
     int64_t window;         /**< NB_ATTN_MASK_SLIDING: the keys a query sees, >= 1 */
     nb_tensor *mask_tensor; /**< KEY_PADDING, BOOL, BIAS: see nb_attn_mask (borrowed) */
     double scale;           /**< score scale; 0: 1/sqrt(D) */
-    double softcap;         /**< > 0: scores become softcap·tanh(score/softcap) before masking (Gemma 2) */
+    double softcap;         /**< > 0: scores become softcap·tanh(score/softcap) before masking (Gemma 2);
+                                 one beyond the dtype's range (inf) caps nothing */
 } nb_attention_opts;
 /**
  * softmax(scale · q kᵀ [masked], over the keys) v — torch.nn.functional.scaled_dot_product_attention
@@ -782,7 +783,8 @@ typedef struct nb_attention_opts {
  * traceable and batchable (built from the op table's ops; it forms the [Lq, Lk] scores — no fused
  * flash kernel yet).  Errors: NB_ERR_SHAPE (ranks, sizes, heads, a mask tensor's shape),
  * NB_ERR_DTYPE (q, k, v of several or non-float dtypes; a mask tensor of the wrong kind), NB_ERR_ARG
- * (window < 1, a negative or NaN soft-cap, NaN scale, unknown mask kind), NB_ERR_NULL.
+ * (window < 1, a negative or NaN soft-cap, a NaN or infinite scale, unknown mask kind), NB_ERR_NULL.
+ * A bool or bias mask must broadcast to [B, Hq, Lq, Lk] (NB_ERR_SHAPE naming it otherwise).
  */
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attention_opts opts);
 /**
@@ -813,7 +815,8 @@ nb_tensor *nb_triu(nb_tensor *x, int64_t k);
 nb_tensor *nb_diag(nb_tensor *x, int64_t k);
 /** torch.diag_embed: x [..., n] -> matrices with x on diagonal `offset` of dims dim1, dim2 of
  *  the result (rank + 1; sizes n + |offset|), zeros elsewhere.  NB_ERR_AXIS for equal or
- *  out-of-range dims. */
+ *  out-of-range dims, NB_ERR_OVERFLOW for an offset whose size overflows.  Traced, a nonzero
+ *  offset needs a concrete n (the diagonal view's length). */
 nb_tensor *nb_diag_embed(nb_tensor *x, int64_t offset, int dim1, int dim2);
 /** The sum of the main diagonal of each matrix of x [..., n, m] -> [...] (torch.trace, which
  *  takes only one matrix, batched here). */
@@ -840,7 +843,8 @@ nb_status nb_slogdet(nb_tensor *a, nb_tensor **sign, nb_tensor **logabsdet);
 /** det A = sign · exp(log|det A|) [...] (0 for a singular A; its gradient there is NB_ERR_ARG,
  *  where torch uses the adjugate). */
 nb_tensor *nb_det(nb_tensor *a);
-/** log det A [...]: -inf for a singular A, NaN for a negative determinant (torch.logdet). */
+/** log det A [...]: -inf for a singular A, NaN (with a zero gradient) for a negative determinant
+ *  (torch.logdet). */
 nb_tensor *nb_logdet(nb_tensor *a);
 /** A^-1 [..., n, n] (torch.linalg.inv, by solve against the identity).  Singular: NB_ERR_ARG. */
 nb_tensor *nb_inv(nb_tensor *a);
@@ -1315,7 +1319,8 @@ nb_module *nb_nn_max_pool2d(nb_window2d w);
  * sliding; scale, soft-cap).  Children q_proj [E -> E], k_proj and v_proj [E -> kv_heads·E/heads],
  * out_proj [E -> E] are Linear layers (torch.nn.MultiheadAttention packs q, k, v into one
  * in_proj_weight; the split names follow Llama's).  Errors: NB_ERR_ARG (heads not dividing E, or
- * not a multiple of kv_heads; a mask kind that needs a tensor).
+ * not a multiple of kv_heads; a mask kind that needs a tensor; options nb_scaled_dot_product_attention
+ * refuses).
  */
 nb_module *nb_nn_multi_head_attention(int64_t embed_dim, int64_t heads, int64_t kv_heads, nb_attention_opts opts,
                                       bool bias);

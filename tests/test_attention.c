@@ -82,6 +82,15 @@ static void fully_masked_rows_are_zeros(void **state) {
     for (int64_t i = 0; i < 12; i++) assert_true(nbt_at(gq, i) == 0);
     for (int64_t i = 0; i < 10; i++) assert_true(nbt_at(gv, i) == 0);
     for (int64_t i = 0; i < nb_numel(gq); i++) assert_false(isnan(nbt_at(gq, i)));
+    /* no keys at all: zeros for every mask kind */
+    nb_tensor *k0 = NBT(nb_zeros(NB_SHAPE(1, 1, 0, 3), NB_F64)), *q1 = NBT(nb_randn(NB_SHAPE(1, 1, 2, 3), NB_F64));
+    nb_tensor *y0 = NBT(nb_scaled_dot_product_attention(
+        q1, k0, k0, (nb_attention_opts){.mask = NB_ATTN_MASK_SLIDING, .window = 2}));
+    for (int64_t i = 0; i < 6; i++) assert_true(nbt_at(y0, i) == 0);
+    /* a soft-cap beyond the dtype's range caps nothing */
+    nb_tensor *ya = NBT(nb_scaled_dot_product_attention(q1, q1, q1, (nb_attention_opts){.softcap = INFINITY}));
+    nb_tensor *yb = NBT(nb_scaled_dot_product_attention(q1, q1, q1, (nb_attention_opts){0}));
+    assert_close(ya, yb, 0, 0);
     /* a window of one key past the last key (Lq 4 > Lk 2): queries 2 and 3 see nothing */
     nb_tensor *q4 = NBT(nb_randn(NB_SHAPE(1, 1, 4, 3), NB_F64)), *k2 = NBT(nb_randn(NB_SHAPE(1, 1, 2, 3), NB_F64));
     nb_tensor *ys = NBT(nb_scaled_dot_product_attention(
@@ -133,6 +142,19 @@ static void errors(void **state) {
     nbt_expect_error(NB_ERR_SHAPE, "rotary_embedding: x must be float [..., L, D] with an even concrete D");
     assert_null(nb_nn_multi_head_attention(8, 3, 1, none, true));
     nbt_expect_error(NB_ERR_ARG, "MultiheadAttention: 3 heads must divide embed_dim 8");
+    assert_null(nb_nn_multi_head_attention(8, 2, 1, (nb_attention_opts){.mask = NB_ATTN_MASK_SLIDING}, true));
+    nbt_expect_error(NB_ERR_ARG, "MultiheadAttention: a sliding window of 0 keys");
+    nb_module *m = nb_nn_multi_head_attention(8, 4, 2, none, false);
+    assert_null(nb_module_forward(m, NBT(nb_zeros(NB_SHAPE(2, 3, 7), NB_F32)))); /* E = 7, not 8 */
+    assert_int_equal(nb_last_status(), NB_ERR_SHAPE);
+    nb_clear_error();
+    nb_module_free(m);
+    assert_null(nb_scaled_dot_product_attention(
+        q2, k, k, (nb_attention_opts){.mask = NB_ATTN_MASK_BIAS, .mask_tensor = NBT(nb_zeros(NB_SHAPE(4, 4), NB_I32))}));
+    nbt_expect_error(NB_ERR_DTYPE, "the bias mask needs a float tensor, got int32");
+    assert_null(nb_scaled_dot_product_attention(
+        q2, k, k, (nb_attention_opts){.mask = NB_ATTN_MASK_BOOL, .mask_tensor = NBT(nb_ones(NB_SHAPE(3, 4), NB_BOOL))}));
+    nbt_expect_error(NB_ERR_SHAPE, "the bool mask [3, 4] does not broadcast to [B, Hq, Lq, Lk] = [1, 2, 4, 4]");
     nb_scope_end();
 }
 

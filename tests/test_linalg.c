@@ -60,6 +60,8 @@ static void errors_name_the_matrix(void **state) {
     nbt_expect_error(NB_ERR_SHAPE, "diag: expected a vector or a matrix, got [2, 2, 2]");
     assert_null(nb_diag_embed(NBT(nb_zeros(NB_SHAPE(3), NB_F64)), 0, 1, -1));
     nbt_expect_error(NB_ERR_AXIS, "diag_embed: dim1 and dim2 are both 1");
+    assert_null(nb_diag(NBT(nb_ones(NB_SHAPE(2), NB_F64)), INT64_MIN));
+    nbt_expect_error(NB_ERR_OVERFLOW, "diag_embed: offset");
     nb_tensor *s = NULL, *l = NULL;
     assert_int_equal(nb_slogdet(NULL, &s, &l), NB_ERR_NULL);
     nbt_expect_error(NB_ERR_NULL, "slogdet");
@@ -79,6 +81,13 @@ static void singular_values(void **state) {
     nb_tensor *d = NBT(nb_det(a)), *ld = NBT(nb_logdet(a));
     assert_true(nbt_at(d, 0) == 0 && fabs(nbt_at(d, 1) + 6) < 1e-14);
     assert_true(isinf(nbt_at(ld, 0)) && nbt_at(ld, 0) < 0 && isnan(nbt_at(ld, 1)));
+    /* logdet of a negative determinant: NaN with a zero gradient (torch) */
+    nb_tensor *neg = mat((double[]){-0.5}, NB_SHAPE(1, 1));
+    assert_int_equal(nb_set_requires_grad(neg, true), NB_OK);
+    nb_tensor *lg = NBT(nb_logdet(neg));
+    assert_true(isnan(nbt_at(lg, 0)));
+    assert_int_equal(nb_backward(lg, NULL, false), NB_OK);
+    assert_true(nbt_at(NBT(nb_grad(neg)), 0) == 0);
     /* 0 x 0 matrices: det 1 (torch) */
     nb_tensor *e = NBT(nb_zeros(NB_SHAPE(3, 0, 0), NB_F64));
     nb_tensor *de = NBT(nb_det(e));

@@ -7,6 +7,7 @@
 
 /* x [B, L, H·D] -> [B, H, L, D] */
 static nb_tensor *heads_first(nb_tensor *x, int64_t h) {
+    if (!x) return NULL; /* the projection's error stands */
     const int64_t *s = nb_shape(x);
     return nb_permute(nb_reshape(x, (int64_t[]){s[0], s[1], h, s[2] / h}, 4), (int[]){0, 2, 1, 3}, 4);
 }
@@ -33,6 +34,13 @@ nb_module *nb_nn_multi_head_attention(int64_t embed_dim, int64_t heads, int64_t 
                       "heads (all >= 1)", kind, (long long)heads, (long long)embed_dim, (long long)kv_heads);
         return NULL;
     }
+    nb__error_frame fr;
+    nb__own_begin(&fr);
+    if (!nb__attention_opts_ok(kind, &opts)) { /* a constructor: its own error, not a pending one */
+        nb__own_end(&fr, kind, nb_last_status());
+        return NULL;
+    }
+    nb__own_end(&fr, kind, NB_OK);
     if (opts.mask == NB_ATTN_MASK_KEY_PADDING || opts.mask == NB_ATTN_MASK_BOOL || opts.mask == NB_ATTN_MASK_BIAS) {
         nb__error_set(NB_ERR_ARG, "%s: a layer's mask is none, causal or sliding (it holds no mask tensor)", kind);
         return NULL;

@@ -9,6 +9,7 @@
  */
 #include "../backend/backend.h"
 
+#include <float.h>
 #include <math.h>
 
 /* A scoped rank-0 tensor of value v and dtype dt on like's device. */
@@ -34,11 +35,6 @@ static nb_tensor *allowed(const char *op, nb_tensor *q, const nb_tensor *k, cons
     case NB_ATTN_MASK_NONE: return NULL;
     case NB_ATTN_MASK_CAUSAL: return nb_le(key_minus_query(q, lq, lk), 0.0);
     case NB_ATTN_MASK_SLIDING: {
-        if (o->window < 1) {
-            nb__error(NB_ERR_ARG, "%s: a sliding window of %lld keys (at least 1)", op, (long long)o->window);
-            *bad = true;
-            return NULL;
-        }
         nb_tensor *d = key_minus_query(q, lq, lk);
         return nb_logical_and(nb_le(d, 0.0), nb_gt(d, (double)-o->window));
     }
@@ -57,10 +53,24 @@ static nb_tensor *allowed(const char *op, nb_tensor *q, const nb_tensor *k, cons
                      nb_reshape(nb_cast(m, NB_I64), (int64_t[]){b, 1, 1, 1}, 4));
     }
     case NB_ATTN_MASK_BOOL:
-    case NB_ATTN_MASK_BIAS:
-        if (!o->mask_tensor || (o->mask == NB_ATTN_MASK_BOOL) != (o->mask_tensor->dtype == NB_BOOL)) {
-            nb__error(NB_ERR_DTYPE, "%s: the %s mask needs a %s tensor", op, o->mask == NB_ATTN_MASK_BOOL ? "bool" : "bias",
-                      o->mask == NB_ATTN_MASK_BOOL ? "bool" : "float");
+    case NB_ATTN_MASK_BIAS: {
+        nb_tensor *m = o->mask_tensor;
+        bool want_bool = o->mask == NB_ATTN_MASK_BOOL;
+        if (!m || (want_bool ? m->dtype != NB_BOOL : !nb_dtype_is_float(m->dtype))) {
+            nb__error(NB_ERR_DTYPE, "%s: the %s mask needs a %s tensor, got %s", op, want_bool ? "bool" : "bias",
+                      want_bool ? "bool" : "float", m ? nb_dtype_name(m->dtype) : "none");
+            *bad = true;
+            return NULL;
+        }
+        const int64_t full[4] = {b, q->shape[1], lq, lk};
+        bool fits = m->ndim <= 4;
+        for (int d = 0; fits && d < m->ndim; d++) {
+            int64_t md = m->shape[m->ndim - 1 - d], fd = full[3 - d];
+            fits = md == 1 || md == fd;
+        }
+        if (!fits) {
+            nb__error(NB_ERR_SHAPE, "%s: the %s mask %s does not broadcast to [B, Hq, Lq, Lk] = %s", op,
+                      want_bool ? "bool" : "bias", NB_SHAPE_STR(m), NB_DIMS_STR(full, 4));
             *bad = true;
             return NULL;
         }
@@ -68,12 +78,30 @@ static nb_tensor *allowed(const char *op, nb_tensor *q, const nb_tensor *k, cons
             *bias = o->mask_tensor;
             return NULL;
         }
-        return o->mask_tensor;
+        return m;
+    }
     default:
         nb__error(NB_ERR_ARG, "%s: unknown mask kind %d", op, (int)o->mask);
         *bad = true;
         return NULL;
     }
+}
+
+bool nb__attention_opts_ok(const char *op, const nb_attention_opts *o) {
+    if ((unsigned)o->mask >= NB_ATTN_MASK_COUNT) {
+        nb__error(NB_ERR_ARG, "%s: unknown mask kind %d", op, (int)o->mask);
+        return false;
+    }
+    if (o->mask == NB_ATTN_MASK_SLIDING && o->window < 1) {
+        nb__error(NB_ERR_ARG, "%s: a sliding window of %lld keys (at least 1)", op, (long long)o->window);
+        return false;
+    }
+    if (o->softcap < 0 || isnan(o->softcap) || isnan(o->scale) || isinf(o->scale)) {
+        nb__error(NB_ERR_ARG, "%s: soft-cap %g and scale %g must be numbers, the cap >= 0 and the scale finite", op,
+                  o->softcap, o->scale);
+        return false;
+    }
+    return true;
 }
 
 static bool check(const char *op, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v) {
@@ -103,11 +131,7 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     NB_CHECK_ARG(op, q);
     NB_CHECK_ARG(op, k);
     NB_CHECK_ARG(op, v);
-    if (!check(op, q, k, v)) return NULL;
-    if (o.softcap < 0 || isnan(o.softcap) || isnan(o.scale)) {
-        nb__error(NB_ERR_ARG, "%s: soft-cap %g and scale %g must be numbers, the cap >= 0", op, o.softcap, o.scale);
-        return NULL;
-    }
+    if (!check(op, q, k, v) || !nb__attention_opts_ok(op, &o)) return NULL;
     int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2], d = q->shape[3];
     int64_t hkv = k->shape[1], g = hq / hkv, lk = k->shape[2], dv = v->shape[3];
     NB_COMPOSITE_BEGIN();
@@ -125,12 +149,14 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     nb_tensor *qs = nb_mul(q, o.scale != 0 ? o.scale : 1.0 / sqrt((double)d));
     nb_tensor *qg = nb_reshape(qs, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
     nb_tensor *s = nb_reshape(nb_matmul(qg, nb_transpose(kf, -2, -1)), (int64_t[]){b, hq, lq, lk}, 4);
-    if (o.softcap > 0) s = nb_mul(nb_tanh(nb_div(s, o.softcap)), o.softcap); /* Gemma 2 */
+    /* Gemma 2's cap; one beyond the dtype's range (inf included) caps nothing */
+    double top = q->dtype == NB_F64 ? DBL_MAX : FLT_MAX;
+    if (o.softcap > 0 && o.softcap <= top) s = nb_mul(nb_tanh(nb_div(s, o.softcap)), o.softcap);
     if (bias) s = nb_add(s, nb_cast(bias, q->dtype));
     if (keep) s = nb_where(keep, s, value_on(q, -INFINITY, q->dtype));
     nb_tensor *p;
-    if (o.mask == NB_ATTN_MASK_NONE || o.mask == NB_ATTN_MASK_CAUSAL) {
-        p = nb_softmax(s, -1); /* every query keeps a key (causal: the first); no guard to pay for */
+    if (o.mask == NB_ATTN_MASK_NONE || o.mask == NB_ATTN_MASK_CAUSAL || lk == 0) {
+        p = nb_softmax(s, -1); /* every query keeps a key (causal: the first), or none has any: no guard */
     } else { /* a row with every key masked: zeros (its softmax would be 0/0) */
         nb_tensor *zero = value_on(q, 0, q->dtype), *empty = nb_eq(nb_max(s, (int[]){-1}, 1, true), -INFINITY);
         p = nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));

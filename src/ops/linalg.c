@@ -221,6 +221,10 @@ nb_tensor *nb_diag_embed(nb_tensor *x, int64_t offset, int dim1, int dim2) {
     }
     /* the base: x's leading dims in order, the two matrix dims of size n + |offset| at d1, d2;
      * its diagonal view (offset, d1, d2) has x's shape, and the adjoint of that view places x */
+    if (offset == INT64_MIN) {
+        nb__error(NB_ERR_OVERFLOW, "diag_embed: offset %lld overflows", (long long)offset);
+        return NULL;
+    }
     int64_t size = nb__dim_add("diag_embed", x->shape[x->ndim - 1], offset < 0 ? -offset : offset);
     if (size == -1) return NULL;
     int64_t base[NB_MAX_DIMS];
@@ -247,8 +251,8 @@ nb_tensor *nb_trace(nb_tensor *x) {
     NB_COMPOSITE_RETURN(nb_sum(nb_diagonal(x, 0, -2, -1), (int[]){-1}, 1, false));
 }
 
-/* det (sign · exp(log|det|)) or logdet (log|det| + log(sign): 0, -inf or NaN, torch's -inf for
- * a singular and NaN for a negative determinant) from slogdet. */
+/* det (sign · exp(log|det|)) or logdet (log|det|, -inf for a singular and NaN for a negative
+ * determinant, as torch) from slogdet. */
 static nb_tensor *from_slogdet(nb_tensor *a, bool log) {
     nb_tensor *s, *l;
     NB_COMPOSITE_BEGIN();
@@ -256,7 +260,10 @@ static nb_tensor *from_slogdet(nb_tensor *a, bool log) {
         nb_scope_end();
         return NULL;
     }
-    NB_COMPOSITE_RETURN(log ? nb_add(l, nb_log(s)) : nb_mul(s, nb_exp(l)));
+    if (!log) NB_COMPOSITE_RETURN(nb_mul(s, nb_exp(l)));
+    /* NaN (and no gradient, as torch) for a negative determinant; log(0) = -inf for a singular one */
+    nb_tensor *nan = nb__own(nb__full_on(NULL, 0, NAN, l->dtype, l->storage->device));
+    NB_COMPOSITE_RETURN(nb_where(nb_lt(s, 0.0), nan, nb_add(l, nb_log(nb_abs(s)))));
 }
 
 nb_tensor *nb_det(nb_tensor *a) { return from_slogdet(a, false); }

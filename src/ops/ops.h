@@ -237,6 +237,8 @@ nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim);
 /** t (rank >= 2) viewed with the batch dims bat[0..nbat) before its last two (stride 0 where
  *  broadcast), or t itself retained.  Unscoped, not recorded.  (matmul and the LINALG ops.) */
 nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat);
+/** Check attention options (mask kind, window, scale, soft-cap); false with NB_ERR_ARG naming op. */
+bool nb__attention_opts_ok(const char *op, const nb_attention_opts *o);
 /** The identity matrices of a's batch ([..., n, n] for a [..., n, n]; symbolic sizes too), scoped,
  *  recorded (diag_embed of ones shaped like a's diagonal). */
 nb_tensor *nb__eye_like(nb_tensor *a);
