@@ -3,7 +3,7 @@
  * H=8, D=64 and L = NB_BENCH_L (default 1024), unmasked and causal; prints "case=<name> impl=nabla
  * ms=<median> ... rss_mb=<peak resident MiB of the process so far>" beside peers_attention.py's
  * PyTorch SDPA lines (bench_attention.sh runs both).  Environment: NB_BENCH_THREADS (2),
- * NB_BENCH_REPS (5), NB_BENCH_L.
+ * NB_BENCH_REPS (5), NB_BENCH_L, NB_BENCH_FWD_ONLY (1: forward cases only; long L).
  */
 #include "bench_util.h"
 #include "nabla.h"
@@ -42,6 +42,7 @@ static double peak_mb(void) {
 int main(void) {
     int threads = bench_env_int("NB_BENCH_THREADS", 2), reps = bench_env_int("NB_BENCH_REPS", 5);
     int64_t l = bench_env_int("NB_BENCH_L", 1024);
+    int passes = bench_env_int("NB_BENCH_FWD_ONLY", 0) ? 1 : 2;
     nb_set_num_threads(threads);
     printf("# cpu: %s; simd %s; %d threads; median of %d after 1 warm-up call\n", bench_cpu_model(),
            nb_cpu_simd_level(), threads, reps);
@@ -50,7 +51,7 @@ int main(void) {
     att a = {nb_randn(shape, 4, NB_F32), nb_randn(shape, 4, NB_F32), nb_randn(shape, 4, NB_F32), {0}, false};
     for (int i = 0; i < 3; i++) nb_set_requires_grad((nb_tensor *[]){a.q, a.k, a.v}[i], true);
     for (int causal = 0; causal < 2; causal++)
-        for (int bwd = 0; bwd < 2; bwd++) {
+        for (int bwd = 0; bwd < passes; bwd++) {
             a.o.mask = causal ? NB_ATTN_MASK_CAUSAL : NB_ATTN_MASK_NONE;
             a.backward = bwd;
             if (!bwd) nb_no_grad_begin();

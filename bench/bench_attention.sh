@@ -6,6 +6,7 @@
 # flash kernel does not).
 #   bash bench/bench_attention.sh [BUILD_DIR]   (default build/release; bench_attention built when missing)
 # Environment: NB_BENCH_THREADS (2), NB_BENCH_ROUNDS (3), NB_BENCH_REPS (5), NB_BENCH_L (1024),
+# NB_BENCH_FWD_ONLY (1: forward cases only),
 # NB_BENCH_VENV (/work/venv/bin/python3, with torch 2.x).
 set -euo pipefail
 cd "$(dirname "$0")/.."

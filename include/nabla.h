@@ -779,9 +779,13 @@ typedef struct nb_attention_opts {
  * (Vaswani et al. 2017) with q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] -> [B, Hq, Lq, Dv]:
  * grouped-query heads when Hkv divides Hq (query head h reads key/value head h / (Hq/Hkv), torch's
  * enable_gqa; Hkv = 1 is multi-query), without copying k or v per head.  A query whose every key is
- * masked gets zeros (torch's math path gives NaN).  f16/bf16 compute in f32.  Differentiable,
- * traceable and batchable (built from the op table's ops; it forms the [Lq, Lk] scores — no fused
- * flash kernel yet).  Errors: NB_ERR_SHAPE (ranks, sizes, heads, a mask tensor's shape),
+ * masked gets zeros (torch's math path gives NaN).  f16/bf16 compute in f32.  Unmasked, causal and
+ * sliding-window attention in f32/f64 without a soft-cap run a fused kernel (the ATTENTION op, in
+ * the manner of FlashAttention, Dao et al. 2022: tiles of queries and keys, an online softmax, no
+ * [Lq, Lk] score tensor, the tiles past a causal diagonal skipped); the other masks, soft-capped
+ * scores and half precision are computed from the op table's ops.  The gradient recomputes the
+ * probabilities from q and k (forming [Lq, Lk] for the batch; not tiled).  Differentiable,
+ * traceable and batchable either way.  Errors: NB_ERR_SHAPE (ranks, sizes, heads, a mask tensor's shape),
  * NB_ERR_DTYPE (q, k, v of several or non-float dtypes; a mask tensor of the wrong kind), NB_ERR_ARG
  * (window < 1, a negative or NaN soft-cap, a NaN or infinite scale, unknown mask kind), NB_ERR_NULL.
  * A bool or bias mask must broadcast to [B, Hq, Lq, Lk] (NB_ERR_SHAPE naming it otherwise).

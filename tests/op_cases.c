@@ -323,6 +323,7 @@ static nb_tensor *f_sdpa_padding(nb_tensor *const *x) {
 GC(f_sdpa_bias, nb_scaled_dot_product_attention(x[0], x[1], x[2],
                                                 ATTN(.mask = NB_ATTN_MASK_BIAS, .mask_tensor = ramp(NB_SHAPE(3, 4), -1, 1),
                                                      .scale = 0.7)))
+GC(f_sdpa_sliding, nb_scaled_dot_product_attention(x[0], x[1], x[2], ATTN(.mask = NB_ATTN_MASK_SLIDING, .window = 2)))
 GC(f_rotary, nb_rotary_embedding(x[0], 3, 100.0, false))
 GC(f_rotary_inter, nb_rotary_embedding(x[0], 0, 10000.0, true))
 
@@ -502,6 +503,10 @@ const gc_case CASES[] = {
      {IN(4, D_ANY, 2, 1, 2, 3), IN(4, D_ANY, 2, 1, 3, 3), IN(4, D_ANY, 2, 1, 3, 2)}, false, 0},
     {"scaled_dot_product_attention", "bias, scale", f_sdpa_bias, 3,
      {IN(4, D_ANY, 1, 2, 3, 2), IN(4, D_ANY, 1, 2, 4, 2), IN(4, D_ANY, 1, 2, 4, 2)}, false, 0},
+    {"attention", "kernel, GQA, causal, Lq > Lk", f_sdpa_gqa_causal, 3,
+     {IN(4, D_ANY, 2, 4, 5, 3), IN(4, D_ANY, 2, 2, 3, 3), IN(4, D_ANY, 2, 2, 3, 2)}, true, 0},
+    {"attention", "kernel, sliding window 2", f_sdpa_sliding, 3,
+     {IN(4, D_ANY, 1, 2, 5, 4), IN(4, D_ANY, 1, 2, 5, 4), IN(4, D_ANY, 1, 2, 5, 3)}, true, 0},
     {"rotary_embedding", "halves", f_rotary, 1, {IN(3, D_ANY, 2, 3, 4)}, true, 0},
     {"rotary_embedding", "interleaved", f_rotary_inter, 1, {IN(2, D_ANY, 5, 6)}, false, 0},
 };

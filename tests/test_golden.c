@@ -868,6 +868,8 @@ static const struct {
     {"rand", "draws come from nabla's generator, not torch's; test_tensor checks them"},
     {"randn", "draws come from nabla's generator, not torch's; test_tensor checks them"},
     {"bernoulli", "draws come from nabla's generator, not torch's; test_nn_ops checks dropout's statistics"},
+    {"attention", "the kernel scaled_dot_product_attention runs for its unmasked, causal and sliding-window cases, "
+                  "whose golden cases reach it"},
 };
 enum { NNO_GOLDEN = sizeof NO_GOLDEN / sizeof NO_GOLDEN[0] };
 

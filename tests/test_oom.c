@@ -363,6 +363,31 @@ static nb_status linalg(double *out, int *nout) {
     return st;
 }
 
+/* Attention through its tiled kernel (causal, grouped-query) and its rule: out, the output and
+ * d(sum)/dq. */
+static nb_status attention(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_manual_seed(21);
+    nb_tensor *q = nb_randn(NB_SHAPE(1, 2, 5, 3), NB_F64), *k = nb_randn(NB_SHAPE(1, 1, 4, 3), NB_F64);
+    nb_tensor *v = nb_randn(NB_SHAPE(1, 1, 4, 2), NB_F64);
+    nb_status st = status_of(q && k ? v : NULL);
+    if (st == NB_OK) st = nb_set_requires_grad(q, true);
+    nb_tensor *y = st == NB_OK ? nb_scaled_dot_product_attention(q, k, v, (nb_attention_opts){.mask = NB_ATTN_MASK_CAUSAL})
+                               : NULL;
+    nb_tensor *total = st == NB_OK && y ? nb_sum(y, NULL, 0, false) : NULL;
+    if (st == NB_OK) st = status_of(total);
+    if (st == NB_OK) st = nb_backward(total, NULL, false);
+    nb_tensor *g = st == NB_OK ? nb_grad(q) : NULL;
+    if (st == NB_OK) st = status_of(g);
+    if (st == NB_OK) {
+        put_f64(out, nout, y);
+        put_f64(out, nout, g);
+    }
+    nb_scope_end();
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -534,6 +559,17 @@ static void oom_linalg(void **state) {
     uninstall();
 }
 
+static void oom_attention(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(attention, ref, &nref);
+    assert_int_equal(nref, 20 + 30);
+    every_fault(attention, "attention", ref, nref, total);
+    uninstall();
+}
+
 static void oom_safetensors_load(void **state) {
     (void)state;
     install();
@@ -697,7 +733,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(oom_attention),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

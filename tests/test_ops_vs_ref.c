@@ -2,7 +2,7 @@
  * test_ops_vs_ref.c — the CPU backend against the reference backend (the
  * oracle: naive loops, double arithmetic, one thread) for every op that has
  * a kernel: kinds UNARY, BINARY, WHERE, REDUCE, ARGREDUCE, SCAN, MATMUL,
- * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW and LINALG in ops.def.  Each case
+ * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW, LINALG and ATTENTION in ops.def.  Each case
  * builds the same values on both devices in the same layout (contiguous,
  * transposed, step-sliced, flipped = negative strides, expanded = stride 0,
  * offset into its storage), on rank-0, zero-size, large (> 65536 elements:
@@ -1046,6 +1046,42 @@ static void check_linalg(nb_op op) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* ATTENTION: the tiled kernel (query tiles of 64, key tiles of 256)        */
+/* ------------------------------------------------------------------------ */
+
+static void attention_case(nb_dtype dt, const int64_t *qs, const int64_t *ks, int64_t dv, nb_attn_mask mask,
+                           int64_t window, bool transposed) {
+    nb_scope_begin();
+    describe("attention", dt, transposed ? L_TRANS : L_CONTIG, qs, 4, mask == NB_ATTN_MASK_NONE ? "none" : "masked");
+    int64_t vs[4] = {ks[0], ks[1], ks[2], dv};
+    nb_tensor *q = NBT(nb_cast(NBT(nb_randn(qs, 4, NB_F64)), dt)), *k = NBT(nb_cast(NBT(nb_randn(ks, 4, NB_F64)), dt));
+    nb_tensor *v = NBT(nb_cast(NBT(nb_randn(vs, 4, NB_F64)), dt));
+    if (transposed) /* a strided q: the same values through a transposed copy's transpose */
+        q = NBT(nb_transpose(NBT(nb_contiguous(NBT(nb_transpose(q, 2, 3)))), 2, 3));
+    nb_attention_opts o = {.mask = mask, .window = window};
+    nb_tensor *c = nb_scaled_dot_product_attention(q, k, v, o);
+    nb_tensor *r = nb_scaled_dot_product_attention(NBT(nb_to_device(q, NB_REF)), NBT(nb_to_device(k, NB_REF)),
+                                                   NBT(nb_to_device(v, NB_REF)), o);
+    /* f32: the kernel accumulates scores, sums and P V in float over up to Lk terms */
+    expect_same(c, r, dt == NB_F64 ? 1e-11 : 2e-5, dt == NB_F64 ? 1e-13 : 2e-6);
+    nb_scope_end();
+}
+
+static void check_attention(nb_op op) {
+    (void)op;
+    const int64_t q1[] = {2, 4, 70, 16}, k1[] = {2, 2, 300, 16}, q2[] = {1, 3, 129, 8}, k2[] = {1, 3, 129, 8};
+    const int64_t q0[] = {1, 2, 0, 4}, k0[] = {1, 2, 0, 4};
+    for (int m = 0; m < 3; m++) {
+        nb_attn_mask mask = (nb_attn_mask)m; /* NONE, CAUSAL, SLIDING */
+        attention_case(NB_F32, q1, k1, 8, mask, 37, false);
+        attention_case(NB_F64, q1, k1, 5, mask, 300, true);
+        attention_case(NB_F64, q2, k2, 8, mask, 1, false);
+        attention_case(NB_F32, q0, k1, 8, mask, 3, false);
+        attention_case(NB_F64, q1, k0, 8, mask, 3, false); /* no keys: zeros */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* The cases for the non-elementwise kinds, and the table walk              */
 /* ------------------------------------------------------------------------ */
 
@@ -1059,7 +1095,7 @@ static const ocase OTHER[] = {
     {NB_OP_CONTIGUOUS, check_contiguous}, {NB_OP_TO_DEVICE, check_to_device}, {NB_OP_UNFOLD, check_window},
     {NB_OP_FOLD, check_window},        {NB_OP_MAX_POOL2D, check_window},  {NB_OP_MAX_UNPOOL2D, check_window},
     {NB_OP_CHOLESKY, check_linalg},    {NB_OP_SOLVE_TRIANGULAR, check_linalg}, {NB_OP_SOLVE, check_linalg},
-    {NB_OP_SLOGDET, check_linalg},
+    {NB_OP_SLOGDET, check_linalg},     {NB_OP_ATTENTION, check_attention},
 };
 #define NOTHER (sizeof OTHER / sizeof OTHER[0])
 
@@ -1072,7 +1108,7 @@ static bool kernel_kind(nb_op_kind k) {
     return k == NB_KIND_UNARY || k == NB_KIND_BINARY || k == NB_KIND_WHERE || k == NB_KIND_REDUCE ||
            k == NB_KIND_ARGREDUCE || k == NB_KIND_SCAN || k == NB_KIND_MATMUL || k == NB_KIND_GATHER ||
            k == NB_KIND_SCATTER_ADD || k == NB_KIND_CAT || k == NB_KIND_PAD || k == NB_KIND_COPY ||
-           k == NB_KIND_WINDOW || k == NB_KIND_LINALG;
+           k == NB_KIND_WINDOW || k == NB_KIND_LINALG || k == NB_KIND_ATTENTION;
 }
 
 static bool has_case(int op) {

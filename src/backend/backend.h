@@ -67,6 +67,13 @@ struct nb_backend {
      *  SOLVE_TRIANGULAR); out's values for that matrix are then unspecified. */
     nb_status (*linalg)(nb_op op, int flags, const nb_tensor *a, const nb_tensor *b, nb_tensor *out,
                         nb_tensor *out2, nb_tensor *info);
+    /** out [B, Hq, Lq, Dv] = softmax(scale · q kᵀ, masked) v for contiguous q [B, Hq, Lq, D],
+     *  k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] and out, all f32 or all f64; query head h reads key
+     *  head h / (Hq / Hkv).  mask: NB_ATTN_MASK_NONE, CAUSAL (key j <= query i) or SLIDING
+     *  (i - window < j <= i); a query without keys gets zeros.  NULL: the backend has none
+     *  (the op is then computed from its parts). */
+    nb_status (*attention)(nb_tensor *out, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v, int mask,
+                           int64_t window, double scale);
     /** Run the fused kernel k (fused.h) over the domain shape[ndim]: in[0..k->nin) are its loads
      *  and out[0..k->nout) its outputs (fresh; each output's own elements written), every one
      *  viewed with the domain's shape (stride 0 along broadcast axes, so a ROW output is constant

@@ -126,42 +126,102 @@ static bool check(const char *op, const nb_tensor *q, const nb_tensor *k, const 
     return true;
 }
 
+nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_opts *o) {
+    const char *op = "scaled_dot_product_attention";
+    int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2], d = q->shape[3];
+    int64_t hkv = k->shape[1], g = hq / hkv, lk = k->shape[2];
+    nb_tensor *bias;
+    bool bad;
+    nb_tensor *keep = allowed(op, q, k, o, &bias, &bad);
+    if (bad) return NULL;
+    /* the g query heads of a key head side by side: scores [B, Hkv, g Lq, Lk] in one matmul, no
+     * copy of k per query head; the scale applied to q (Lq·D products rather than Lq·Lk scores) */
+    nb_tensor *qs = nb_mul(q, o->scale != 0 ? o->scale : 1.0 / sqrt((double)d));
+    nb_tensor *qg = nb_reshape(qs, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
+    nb_tensor *s = nb_reshape(nb_matmul(qg, nb_transpose(k, -2, -1)), (int64_t[]){b, hq, lq, lk}, 4);
+    /* Gemma 2's cap; one beyond the dtype's range (inf included) caps nothing */
+    double top = q->dtype == NB_F64 ? DBL_MAX : FLT_MAX;
+    if (o->softcap > 0 && o->softcap <= top) s = nb_mul(nb_tanh(nb_div(s, o->softcap)), o->softcap);
+    if (bias) s = nb_add(s, nb_cast(bias, q->dtype));
+    if (keep) s = nb_where(keep, s, value_on(q, -INFINITY, q->dtype));
+    if (o->mask == NB_ATTN_MASK_NONE || o->mask == NB_ATTN_MASK_CAUSAL || lk == 0)
+        return nb_softmax(s, -1); /* every query keeps a key (causal: the first), or none has any: no guard */
+    /* a row with every key masked: zeros (its softmax would be 0/0) */
+    nb_tensor *zero = value_on(q, 0, q->dtype), *empty = nb_eq(nb_max(s, (int[]){-1}, 1, true), -INFINITY);
+    return nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));
+}
+
+/* ---- the ATTENTION kind: in {q, k, v}; attrs.sub the mask (NONE, CAUSAL, SLIDING), i[0] the
+ * window, f[0] the scale ---- */
+
+static int infer_attention(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_meta *m) {
+    (void)n;
+    const char *name = nb__ops[op].name;
+    nb_tensor *q = in[0], *k = in[1], *v = in[2];
+    if (!check(name, q, k, v) || !nb__backend_common(name, in, 3)) return -1;
+    if (q->dtype != NB_F32 && q->dtype != NB_F64) {
+        nb__error(NB_ERR_DTYPE, "%s: float32 or float64, got %s", name, nb_dtype_name(q->dtype));
+        return -1;
+    }
+    if (!nb__backend_of(q)->attention) {
+        nb__error(NB_ERR_UNSUPPORTED, "%s: backend '%s' has no attention kernel", name, nb__backend_of(q)->name);
+        return -1;
+    }
+    if (a->sub != NB_ATTN_MASK_NONE && a->sub != NB_ATTN_MASK_CAUSAL &&
+        (a->sub != NB_ATTN_MASK_SLIDING || a->i[0] < 1)) {
+        nb__error(NB_ERR_ARG, "%s: mask %d (window %lld): none, causal or a sliding window", name, a->sub,
+                  (long long)a->i[0]);
+        return -1;
+    }
+    nb__meta_of(m, q);
+    m->shape[3] = v->shape[3];
+    m->weak = false;
+    return 1;
+}
+
+static nb_status exec_attention(nb_op op, nb_tensor *const *in, int n, const nb_attrs *a, const nb_meta *m,
+                                int nout, nb_tensor **out) {
+    (void)op;
+    (void)n;
+    (void)nout;
+    nb_tensor *t[3] = {nb__dense(in[0]), nb__dense(in[1]), nb__dense(in[2])};
+    nb_tensor *r = t[0] && t[1] && t[2] ? nb__meta_new(m, in[0]->storage->device) : NULL;
+    nb_status st = r ? nb__backend_of(in[0])->attention(r, t[0], t[1], t[2], a->sub, a->i[0], a->f[0]) : nb_last_status();
+    for (int i = 0; i < 3; i++) nb_release(t[i]);
+    if (st != NB_OK) {
+        nb_release(r);
+        return st;
+    }
+    out[0] = r;
+    return NB_OK;
+}
+
+const nb_kind_impl nb__kind_attention = {infer_attention, exec_attention};
+
 nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor *v, nb_attention_opts o) {
     const char *op = "scaled_dot_product_attention";
     NB_CHECK_ARG(op, q);
     NB_CHECK_ARG(op, k);
     NB_CHECK_ARG(op, v);
     if (!check(op, q, k, v) || !nb__attention_opts_ok(op, &o)) return NULL;
-    int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2], d = q->shape[3];
+    double scale = o.scale != 0 ? o.scale : 1.0 / sqrt((double)q->shape[3]);
+    double top = q->dtype == NB_F64 ? DBL_MAX : FLT_MAX;
+    bool capped = o.softcap > 0 && o.softcap <= top;
+    if ((q->dtype == NB_F32 || q->dtype == NB_F64) && !capped && nb__backend_of(q)->attention &&
+        (o.mask == NB_ATTN_MASK_NONE || o.mask == NB_ATTN_MASK_CAUSAL || o.mask == NB_ATTN_MASK_SLIDING)) {
+        nb_attrs a = {.sub = (int)o.mask, .i = {o.window}, .ni = 1, .f = {scale}};
+        return nb__own(nb__apply(NB_OP_ATTENTION, (nb_tensor *[]){q, k, v}, 3, &a));
+    }
+    int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2];
     int64_t hkv = k->shape[1], g = hq / hkv, lk = k->shape[2], dv = v->shape[3];
     NB_COMPOSITE_BEGIN();
     NB_OPMATH(q);
-    nb_tensor *kf = nb_cast(k, q->dtype), *vf = nb_cast(v, q->dtype), *bias;
-    bool bad;
-    nb_tensor *keep = allowed(op, q, k, &o, &bias, &bad);
-    if (bad) {
+    nb_tensor *p = nb__attention_probs(q, nb_cast(k, q->dtype), &o);
+    if (!p) {
         nb_scope_end();
         return NULL;
     }
-    /* the g query heads of a key head side by side: scores [B, Hkv, g Lq, Lk] in one matmul, no
-     * copy of k or v per query head */
-    /* the scale applied to q (Lq·D products rather than Lq·Lk scores) */
-    nb_tensor *qs = nb_mul(q, o.scale != 0 ? o.scale : 1.0 / sqrt((double)d));
-    nb_tensor *qg = nb_reshape(qs, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
-    nb_tensor *s = nb_reshape(nb_matmul(qg, nb_transpose(kf, -2, -1)), (int64_t[]){b, hq, lq, lk}, 4);
-    /* Gemma 2's cap; one beyond the dtype's range (inf included) caps nothing */
-    double top = q->dtype == NB_F64 ? DBL_MAX : FLT_MAX;
-    if (o.softcap > 0 && o.softcap <= top) s = nb_mul(nb_tanh(nb_div(s, o.softcap)), o.softcap);
-    if (bias) s = nb_add(s, nb_cast(bias, q->dtype));
-    if (keep) s = nb_where(keep, s, value_on(q, -INFINITY, q->dtype));
-    nb_tensor *p;
-    if (o.mask == NB_ATTN_MASK_NONE || o.mask == NB_ATTN_MASK_CAUSAL || lk == 0) {
-        p = nb_softmax(s, -1); /* every query keeps a key (causal: the first), or none has any: no guard */
-    } else { /* a row with every key masked: zeros (its softmax would be 0/0) */
-        nb_tensor *zero = value_on(q, 0, q->dtype), *empty = nb_eq(nb_max(s, (int[]){-1}, 1, true), -INFINITY);
-        p = nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));
-    }
-    nb_tensor *y = nb_matmul(nb_reshape(p, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), lk}, 4), vf);
+    nb_tensor *y = nb_matmul(nb_reshape(p, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), lk}, 4), nb_cast(v, q->dtype));
     NB_OPMATH_RETURN(nb_reshape(y, (int64_t[]){b, hq, lq, dv}, 4));
 }
 

@@ -100,8 +100,7 @@ static bool mul3(const char *op, int64_t a, int64_t b, int64_t c, int64_t *out) 
  * values are wanted (no indices output: eager, untracked, not asked for).
  * Inputs: x; MAX_UNPOOL2D also the indices. */
 
-/* A contiguous version of x (unrecorded). */
-static nb_tensor *dense(nb_tensor *x) {
+nb_tensor *nb__dense(nb_tensor *x) {
     if (nb_is_contiguous(x)) return nb_retain(x);
     nb_tensor *c = nb__tensor_new(x->shape, x->ndim, x->dtype, x->storage->device);
     if (c && nb__backend_of(x)->copy(c, x) != NB_OK) {
@@ -227,7 +226,7 @@ static nb_status exec_window(nb_op op, nb_tensor *const *in, int n, const nb_att
     } else if (nout == 2 && !(idx = nb__meta_new(&m[1], dev))) {
         return nb_last_status();
     }
-    nb_tensor *xc = dense(x);
+    nb_tensor *xc = nb__dense(x);
     nb_tensor *r = xc ? nb__meta_new(&m[0], dev) : NULL;
     if (r && nb__backend_of(x)->window(op, r, idx, xc, op == NB_OP_MAX_UNPOOL2D ? NULL : &w) != NB_OK) {
         nb_release(r);

@@ -20,7 +20,7 @@ typedef enum nb_op_kind {
     NB_KIND_UNARY, NB_KIND_BINARY, NB_KIND_WHERE, NB_KIND_REDUCE, NB_KIND_ARGREDUCE,
     NB_KIND_SCAN, NB_KIND_MATMUL, NB_KIND_GATHER, NB_KIND_SCATTER_ADD, NB_KIND_COPY,
     NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE, NB_KIND_WINDOW,
-    NB_KIND_SIZE, NB_KIND_RANDOM, NB_KIND_LINALG,
+    NB_KIND_SIZE, NB_KIND_RANDOM, NB_KIND_LINALG, NB_KIND_ATTENTION,
     NB_KIND_COUNT
 } nb_op_kind;
 
@@ -239,6 +239,13 @@ nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim);
 nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat);
 /** Check attention options (mask kind, window, scale, soft-cap); false with NB_ERR_ARG naming op. */
 bool nb__attention_opts_ok(const char *op, const nb_attention_opts *o);
+/** The attention probabilities [B, Hq, Lq, Lk] of q [B, Hq, Lq, D] against k [B, Hkv, Lk, D]
+ *  (q's dtype) under o: scaled, capped, masked, a query without keys all zeros.  Scoped, recorded;
+ *  NULL with the error (a bad mask tensor).  The composite attention and the ATTENTION rule. */
+nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_opts *o);
+/** x itself (retained) when contiguous, else a contiguous copy of it (unscoped, not recorded);
+ *  NULL with the error. */
+nb_tensor *nb__dense(nb_tensor *x);
 /** The identity matrices of a's batch ([..., n, n] for a [..., n, n]; symbolic sizes too), scoped,
  *  recorded (diag_embed of ones shaped like a's diagonal). */
 nb_tensor *nb__eye_like(nb_tensor *a);

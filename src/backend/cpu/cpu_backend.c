@@ -10,6 +10,7 @@
 #include "conv_kernels.h"
 #include "gemm.h"
 #include "iter.h"
+#include "attention.h"
 #include "kernels.h"
 #include "linalg.h"
 #include "pool.h"
@@ -749,5 +750,6 @@ const nb_backend nb__cpu_backend = {
     .scatter_add = cpu_scatter_add,
     .window = nb__cpu_window,
     .linalg = nb__cpu_linalg,
+    .attention = nb__cpu_attention,
     .fused = nb__cpu_fused,
 };

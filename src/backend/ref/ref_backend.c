@@ -3,6 +3,7 @@
  * multi-index, every element loaded as double, double accumulation, one
  * thread.  It is the oracle the tests compare the CPU backend against.
  */
+#include "ref_attention.h"
 #include "ref_linalg.h"
 #include "../../ops/op_eval.h"
 
@@ -258,4 +259,5 @@ const nb_backend nb__ref_backend = {
     .scatter_add = ref_scatter_add,
     .window = ref_window,
     .linalg = nb__ref_linalg,
+    .attention = nb__ref_attention,
 };

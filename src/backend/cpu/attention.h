@@ -1,0 +1,10 @@
+/* attention.h — the CPU backend's attention entry (backend.h; attention.c). */
+#ifndef NB_CPU_ATTENTION_H
+#define NB_CPU_ATTENTION_H
+
+#include "../backend.h"
+
+nb_status nb__cpu_attention(nb_tensor *out, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v, int mask,
+                            int64_t window, double scale);
+
+#endif
