@@ -770,7 +770,7 @@ typedef struct nb_attention_opts {
     nb_attn_mask mask;
     int64_t window;         /**< NB_ATTN_MASK_SLIDING: the keys a query sees, >= 1 */
     nb_tensor *mask_tensor; /**< KEY_PADDING, BOOL, BIAS: see nb_attn_mask (borrowed) */
-    double scale;           /**< score scale; 0: 1/sqrt(D) */
+    double scale;           /**< score scale; 0: 1/sqrt(D) (a symbolic D: worked out when the graph runs) */
     double softcap;         /**< > 0: scores become softcap·tanh(score/softcap) before masking (Gemma 2);
                                  one beyond the dtype's range (inf) caps nothing */
 } nb_attention_opts;

@@ -115,6 +115,39 @@ static void half_precision(void **state) {
     nb_scope_end();
 }
 
+/* The default scale 1/sqrt(D) with a symbolic D (worked out when the graph runs), through the kernel
+ * (causal) and the composite (key lengths); and NaN scores give NaN on both paths. */
+static void symbolic_head_dim_and_nan(void **state) {
+    (void)state;
+    nb_scope_begin();
+    nb_manual_seed(9);
+    nb_tensor *q = NBT(nb_randn(NB_SHAPE(2, 2, 3, 4), NB_F64)), *k = NBT(nb_randn(NB_SHAPE(2, 1, 5, 4), NB_F64));
+    nb_tensor *v = NBT(nb_randn(NB_SHAPE(2, 1, 5, 3), NB_F64));
+    nb_tensor *len = NBT(nb_from_data((int64_t[]){5, 2}, NB_SHAPE(2), NB_I64));
+    nb_attention_opts opts[2] = {{.mask = NB_ATTN_MASK_CAUSAL},
+                                 {.mask = NB_ATTN_MASK_KEY_PADDING, .mask_tensor = len}};
+    int64_t D = nb_dim("D");
+    for (int i = 0; i < 2; i++) {
+        nb_graph *g = nb_graph_begin("att");
+        nb_tensor *gq = nb_graph_input(g, "q", NB_F64, (int64_t[]){2, 2, 3, D}, 4);
+        nb_tensor *gk = nb_graph_input(g, "k", NB_F64, (int64_t[]){2, 1, 5, D}, 4);
+        nb_tensor *gv = nb_graph_input(g, "v", NB_F64, NB_SHAPE(2, 1, 5, 3));
+        nb_graph_output(g, "y", nb_scaled_dot_product_attention(gq, gk, gv, opts[i]));
+        assert_int_equal(nb_graph_end(g), NB_OK);
+        nb_tensor *y = NULL;
+        assert_int_equal(nb_func_call(g, 3, (const char *[]){"q", "k", "v"}, (nb_tensor *[]){q, k, v}, 1, &y), NB_OK);
+        assert_close(y, NBT(nb_scaled_dot_product_attention(q, k, v, opts[i])), 1e-14, 1e-14);
+        nb_graph_release(g);
+    }
+    assert_int_equal(nb_set(q, (int64_t[]){0, 0, 1, 2}, NAN), NB_OK);
+    for (int i = 0; i < 2; i++) {
+        nb_tensor *y = NBT(nb_scaled_dot_product_attention(q, k, v, opts[i]));
+        for (int64_t e = 0; e < 3; e++) assert_true(isnan(nbt_at(y, 3 + e))); /* query 1 of head 0 */
+        assert_false(isnan(nbt_at(y, 0)));
+    }
+    nb_scope_end();
+}
+
 static void errors(void **state) {
     (void)state;
     nb_scope_begin();
@@ -163,6 +196,7 @@ int main(void) {
         cmocka_unit_test(layer_matches_torch),
         cmocka_unit_test(fully_masked_rows_are_zeros),
         cmocka_unit_test(half_precision),
+        cmocka_unit_test(symbolic_head_dim_and_nan),
         cmocka_unit_test(errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

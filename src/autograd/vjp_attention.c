@@ -23,7 +23,7 @@ nb_status nb__vjp_attention(const nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *dp = nb_reshape(nb_matmul(gg, mT(v)), (int64_t[]){b, hq, lq, lk}, 4);
     nb_tensor *ds = nb_mul(p, nb_sub(dp, nb_sum(nb_mul(dp, p), (int[]){-1}, 1, true)));
     nb_tensor *dsg = nb_reshape(ds, (int64_t[]){b, hkv, rows, lk}, 4);
-    gin[0] = nb_mul(nb_reshape(nb_matmul(dsg, k), (int64_t[]){b, hq, lq, d}, 4), scale);
-    gin[1] = nb_mul(nb_matmul(mT(dsg), nb_reshape(q, (int64_t[]){b, hkv, rows, d}, 4)), scale);
+    gin[0] = nb__attention_scaled(nb_reshape(nb_matmul(dsg, k), (int64_t[]){b, hq, lq, d}, 4), q, scale);
+    gin[1] = nb__attention_scaled(nb_matmul(mT(dsg), nb_reshape(q, (int64_t[]){b, hkv, rows, d}, 4)), q, scale);
     return NB_OK;
 }

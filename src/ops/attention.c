@@ -126,6 +126,13 @@ static bool check(const char *op, const nb_tensor *q, const nb_tensor *k, const 
     return true;
 }
 
+nb_tensor *nb__attention_scaled(nb_tensor *x, nb_tensor *q, double scale) {
+    if (scale != 0) return nb_mul(x, scale);
+    int64_t d = q->shape[3];
+    if (!nb__dim_sym(d)) return nb_mul(x, 1.0 / sqrt((double)d));
+    return nb_mul(x, nb_rsqrt(nb__numel_of(q, (int[]){3}, 1))); /* a symbolic D: counted when it runs */
+}
+
 nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_opts *o) {
     const char *op = "scaled_dot_product_attention";
     int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2], d = q->shape[3];
@@ -136,7 +143,7 @@ nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_op
     if (bad) return NULL;
     /* the g query heads of a key head side by side: scores [B, Hkv, g Lq, Lk] in one matmul, no
      * copy of k per query head; the scale applied to q (Lq·D products rather than Lq·Lk scores) */
-    nb_tensor *qs = nb_mul(q, o->scale != 0 ? o->scale : 1.0 / sqrt((double)d));
+    nb_tensor *qs = nb__attention_scaled(q, q, o->scale);
     nb_tensor *qg = nb_reshape(qs, (int64_t[]){b, hkv, nb__dim_mul(op, g, lq), d}, 4);
     nb_tensor *s = nb_reshape(nb_matmul(qg, nb_transpose(k, -2, -1)), (int64_t[]){b, hq, lq, lk}, 4);
     /* Gemma 2's cap; one beyond the dtype's range (inf included) caps nothing */
@@ -152,7 +159,7 @@ nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_op
 }
 
 /* ---- the ATTENTION kind: in {q, k, v}; attrs.sub the mask (NONE, CAUSAL, SLIDING), i[0] the
- * window, f[0] the scale ---- */
+ * window, f[0] the scale (0: 1/sqrt(D), worked out when it runs, so a symbolic D works) ---- */
 
 static int infer_attention(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_meta *m) {
     (void)n;
@@ -186,7 +193,8 @@ static nb_status exec_attention(nb_op op, nb_tensor *const *in, int n, const nb_
     (void)nout;
     nb_tensor *t[3] = {nb__dense(in[0]), nb__dense(in[1]), nb__dense(in[2])};
     nb_tensor *r = t[0] && t[1] && t[2] ? nb__meta_new(m, in[0]->storage->device) : NULL;
-    nb_status st = r ? nb__backend_of(in[0])->attention(r, t[0], t[1], t[2], a->sub, a->i[0], a->f[0]) : nb_last_status();
+    double scale = a->f[0] != 0 ? a->f[0] : 1.0 / sqrt((double)in[0]->shape[3]);
+    nb_status st = r ? nb__backend_of(in[0])->attention(r, t[0], t[1], t[2], a->sub, a->i[0], scale) : nb_last_status();
     for (int i = 0; i < 3; i++) nb_release(t[i]);
     if (st != NB_OK) {
         nb_release(r);
@@ -204,12 +212,11 @@ nb_tensor *nb_scaled_dot_product_attention(nb_tensor *q, nb_tensor *k, nb_tensor
     NB_CHECK_ARG(op, k);
     NB_CHECK_ARG(op, v);
     if (!check(op, q, k, v) || !nb__attention_opts_ok(op, &o)) return NULL;
-    double scale = o.scale != 0 ? o.scale : 1.0 / sqrt((double)q->shape[3]);
     double top = q->dtype == NB_F64 ? DBL_MAX : FLT_MAX;
     bool capped = o.softcap > 0 && o.softcap <= top;
     if ((q->dtype == NB_F32 || q->dtype == NB_F64) && !capped && nb__backend_of(q)->attention &&
         (o.mask == NB_ATTN_MASK_NONE || o.mask == NB_ATTN_MASK_CAUSAL || o.mask == NB_ATTN_MASK_SLIDING)) {
-        nb_attrs a = {.sub = (int)o.mask, .i = {o.window}, .ni = 1, .f = {scale}};
+        nb_attrs a = {.sub = (int)o.mask, .i = {o.window}, .ni = 1, .f = {o.scale}}; /* 0: 1/sqrt(D) at run time */
         return nb__own(nb__apply(NB_OP_ATTENTION, (nb_tensor *[]){q, k, v}, 3, &a));
     }
     int64_t b = q->shape[0], hq = q->shape[1], lq = q->shape[2];

@@ -239,6 +239,9 @@ nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim);
 nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat);
 /** Check attention options (mask kind, window, scale, soft-cap); false with NB_ERR_ARG naming op. */
 bool nb__attention_opts_ok(const char *op, const nb_attention_opts *o);
+/** x times the attention scale of q [B, H, L, D]: scale, or 0 for 1/sqrt(D) (a symbolic D counted
+ *  when the graph runs).  Scoped, recorded. */
+nb_tensor *nb__attention_scaled(nb_tensor *x, nb_tensor *q, double scale);
 /** The attention probabilities [B, Hq, Lq, Lk] of q [B, Hq, Lq, D] against k [B, Hkv, Lk, D]
  *  (q's dtype) under o: scaled, capped, masked, a query without keys all zeros.  Scoped, recorded;
  *  NULL with the error (a bad mask tensor).  The composite attention and the ATTENTION rule. */

@@ -35,9 +35,11 @@ typedef struct at_ctx {
     static double row_max_##T(const T *x, int64_t n, double m) {                                             \
         T l[4] = {(T)m, (T)m, (T)m, (T)m};                                                                    \
         int64_t j = 0;                                                                                         \
-        for (; j + 4 <= n; j += 4)                                                                             \
-            for (int u = 0; u < 4; u++) l[u] = x[j + u] > l[u] ? x[j + u] : l[u];                             \
-        for (; j < n; j++) l[0] = x[j] > l[0] ? x[j] : l[0];                                                  \
+        for (; j + 4 <= n; j += 4) /* a NaN, once in a lane, stays (x > NaN is false) */                     \
+            for (int u = 0; u < 4; u++) l[u] = x[j + u] > l[u] || x[j + u] != x[j + u] ? x[j + u] : l[u];       \
+        for (; j < n; j++) l[0] = x[j] > l[0] || x[j] != x[j] ? x[j] : l[0];                                   \
+        for (int u = 0; u < 4; u++)                                                                            \
+            if (l[u] != l[u]) return NAN; /* NaN scores give NaN, as the reference and the composite */        \
         T a = l[0] > l[1] ? l[0] : l[1], b = l[2] > l[3] ? l[2] : l[3];                                       \
         return a > b ? a : b;                                                                                  \
     }                                                                                                          \
@@ -103,7 +105,7 @@ AT_ROWS(double)
         }                                                                                                      \
         for (int64_t r = 0; r < rows; r++)                                                                     \
             for (int64_t e = 0; e < dv; e++)                                                                   \
-                out[r * dv + e] = sum[r] > 0 ? (T)(acc[r * dv + e] / sum[r]) : (T)0;                          \
+                out[r * dv + e] = sum[r] != 0 ? (T)(acc[r * dv + e] / sum[r]) : (T)0; /* NaN stays */       \
     }
 
 AT_DEFINE(float, NB_F32, tile_f32)
