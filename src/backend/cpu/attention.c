@@ -35,13 +35,14 @@ typedef struct at_ctx {
     static double row_max_##T(const T *x, int64_t n, double m) {                                             \
         T l[4] = {(T)m, (T)m, (T)m, (T)m};                                                                    \
         int64_t j = 0;                                                                                         \
-        for (; j + 4 <= n; j += 4) /* a NaN, once in a lane, stays (x > NaN is false) */                     \
-            for (int u = 0; u < 4; u++) l[u] = x[j + u] > l[u] || x[j + u] != x[j + u] ? x[j + u] : l[u];       \
-        for (; j < n; j++) l[0] = x[j] > l[0] || x[j] != x[j] ? x[j] : l[0];                                   \
-        for (int u = 0; u < 4; u++)                                                                            \
-            if (l[u] != l[u]) return NAN; /* NaN scores give NaN, as the reference and the composite */        \
+        for (; j + 4 <= n; j += 4)                                                                             \
+            for (int u = 0; u < 4; u++) l[u] = x[j + u] > l[u] ? x[j + u] : l[u];                             \
+        for (; j < n; j++) l[0] = x[j] > l[0] ? x[j] : l[0];                                                  \
         T a = l[0] > l[1] ? l[0] : l[1], b = l[2] > l[3] ? l[2] : l[3];                                       \
-        return a > b ? a : b;                                                                                  \
+        if ((a > b ? a : b) == -INFINITY) /* nothing above -inf: a NaN among them must still give NaN */     \
+            for (j = 0; j < n; j++)                                                                            \
+                if (x[j] != x[j]) return NAN;                                                                  \
+        return a > b ? a : b; /* other NaN scores skip the maximum and reach the sum (NaN) */                  \
     }                                                                                                          \
     static double row_sum_##T(const T *x, int64_t n) {                                                        \
         double l[4] = {0, 0, 0, 0};                                                                            \
