@@ -12,15 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 bench_setup bench_attention 3 "${1:-}"
-for r in $(seq "$rounds"); do
-  echo "round $r/$rounds" >&2
-  bench_round bench_attention peers_attention.py
-done
-grep -m1 '^# cpu' "$tmp/lines" || true
-echo "medians of $rounds rounds (each the median of NB_BENCH_REPS calls), $threads threads, pinned: ${pin[*]:-no}"
-echo
+bench_rounds bench_attention peers_attention.py
 awk "$bench_awk_lib"'
-  function field(k,   i, p) { for (i = 1; i <= NF; i++) { split($i, p, "="); if (p[1] == k) return p[2] } return "" }
   /^case=/ { c = field("case"); key = c "," field("impl"); n[key]++; v[key "," n[key]] = field("ms") + 0
              rss[key] = field("rss_mb"); if (!(c in seen)) { seen[c] = 1; order[++nc] = c } }
   END {

@@ -12,23 +12,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 bench_setup bench_fusion 3 "${1:-}"
-for r in $(seq "$rounds"); do
-  echo "round $r/$rounds" >&2
-  bench_round bench_fusion peers_fusion.py
-done
-grep -m1 '^# cpu' "$tmp/lines" || true
-echo "medians of $rounds rounds (each the median of NB_BENCH_REPS calls), $threads threads, pinned: ${pin[*]:-no}"
-echo
+bench_rounds bench_fusion peers_fusion.py
 awk "$bench_awk_lib"'
   /^case=/ {
-    split($0, kv, " "); c = ""; i = ""; t_ms = ""
-    fm = ""
-    for (k in kv) { split(kv[k], p, "="); if (p[1] == "case") c = p[2]; if (p[1] == "impl") i = p[2]; if (p[1] == "ms") t_ms = p[2]; if (p[1] == "first_ms") fm = p[2] }
+    c = field("case"); i = field("impl"); fm = field("first_ms")
     if (fm != "") first[c "," i] = fm
-    n[c "," i]++; v[c "," i "," n[c "," i]] = t_ms; cases[c] = 1; impls[i] = 1
+    n[c "," i]++; v[c "," i "," n[c "," i]] = field("ms"); cases[c] = 1; impls[i] = 1
   }
   /^memory / { mem = substr($0, 8) }
-  /^compile / { split($0, kv, " "); for (k in kv) { split(kv[k], p, "="); if (p[1] == "case") c = p[2]; if (p[1] == "first_ms") f[c] = p[2]; if (p[1] == "cached_ms") h[c] = p[2] } }
+  /^compile / { c = field("case"); f[c] = field("first_ms"); h[c] = field("cached_ms") }
   function ms(x) { return x == "" ? "—" : sprintf("%.2f", x) }
   END {
     print "| workload | memcpy ms | nabla fused ms | nabla eager ms | JAX jit ms | torch.compile ms | PyTorch eager ms | fused / memcpy bandwidth | fused / JAX | fused / torch.compile |"

@@ -10,15 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/common.sh
 bench_setup bench_transforms 5 "${1:-}"
-for r in $(seq "$rounds"); do
-  echo "round $r/$rounds" >&2
-  bench_round bench_transforms peers_transforms.py
-done
-grep -m1 '^# cpu' "$tmp/lines" || true
-echo "medians of $rounds rounds (each the median of NB_BENCH_REPS calls), $threads threads, pinned: ${pin[*]:-no}"
-echo
+bench_rounds bench_transforms peers_transforms.py
 awk "$bench_awk_lib"'
-  function field(k,   i, p) { for (i = 1; i <= NF; i++) { split($i, p, "="); if (p[1] == k) return p[2] } return "" }
   /^case=/ { key = field("case") "," field("impl"); n[key]++; v[key "," n[key]] = field("ms") + 0 }
   /^compile / { first[field("case")] = field("first_ms"); cached[field("case")] = field("cached_ms") }
   function ms(x) { return x == "" ? "—" : sprintf("%.3f", x) }

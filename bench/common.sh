@@ -19,15 +19,24 @@ bench_setup() {
   trap 'rm -rf "$tmp"' EXIT
 }
 
-# One round: the nabla bench (args: the bench's name) then the peers script (bench/PEERS.py), pinned.
-bench_round() {
-  "${pin[@]}" "$build/bench/$1" >> "$tmp/lines"
-  if [ -x "$py" ]; then "${pin[@]}" "$py" "bench/$2" 2>/dev/null >> "$tmp/lines" || true; fi
+# The rounds: in each, the nabla bench (BENCH) then the peers script (bench/PEERS), pinned, their
+# lines into $tmp/lines; then the CPU line and the method, as every driver's summary starts.
+bench_rounds() {
+  for r in $(seq "$rounds"); do
+    echo "round $r/$rounds" >&2
+    "${pin[@]}" "$build/bench/$1" >> "$tmp/lines"
+    if [ -x "$py" ]; then "${pin[@]}" "$py" "bench/$2" 2>/dev/null >> "$tmp/lines" || true; fi
+  done
+  grep -m1 '^# cpu' "$tmp/lines" || true
+  echo "medians of $rounds rounds (each the median of NB_BENCH_REPS calls), $threads threads, pinned: ${pin[*]:-no}"
+  echo
 }
 
-# awk functions the drivers prepend to their summaries: med(key), the median of the samples
-# v[key "," 1 .. n[key]] ("" when none); ms(x) and ratio(x, y) format them ("—" for a missing one).
+# awk functions the drivers prepend to their summaries: field(k), the value of "k=value" on the line;
+# med(key), the median of the samples v[key "," 1 .. n[key]] ("" when none); ratio(x, y) formats x / y
+# ("—" for a missing one).
 bench_awk_lib='
+  function field(k,   i, p) { for (i = 1; i <= NF; i++) { split($i, p, "="); if (p[1] == k) return p[2] } return "" }
   function med(key,   m, a, j, k, t) {
     m = n[key]; if (!m) return ""
     for (j = 1; j <= m; j++) a[j] = v[key "," j] + 0
