@@ -17,12 +17,6 @@ static nb_tensor *value_on(const nb_tensor *like, double v, nb_dtype dt) {
     return nb__own(nb__full_on(NULL, 0, v, dt, like->storage->device));
 }
 
-/* j - i over [Lq, Lk] (i64; symbolic sizes too: counted with cumsum), on q's device. */
-static nb_tensor *key_minus_query(nb_tensor *q, int64_t lq, int64_t lk) {
-    int64_t shape[2] = {lq, lk};
-    nb_tensor *ones = nb_expand(value_on(q, 1, NB_I64), shape, 2);
-    return nb_sub(nb_cumsum(ones, 1), nb_cumsum(ones, 0));
-}
 
 /* The keys each query may see, as a bool broadcastable to [B, Hq, Lq, Lk]; NULL for NONE and
  * BIAS (then *bias may be set).  Errors name the op. */
@@ -33,9 +27,9 @@ static nb_tensor *allowed(const char *op, nb_tensor *q, const nb_tensor *k, cons
     *bad = false;
     switch (o->mask) {
     case NB_ATTN_MASK_NONE: return NULL;
-    case NB_ATTN_MASK_CAUSAL: return nb_le(key_minus_query(q, lq, lk), 0.0);
+    case NB_ATTN_MASK_CAUSAL: return nb_le(nb__index_diff(q, lq, lk), 0.0);
     case NB_ATTN_MASK_SLIDING: {
-        nb_tensor *d = key_minus_query(q, lq, lk);
+        nb_tensor *d = nb__index_diff(q, lq, lk);
         return nb_logical_and(nb_le(d, 0.0), nb_gt(d, (double)-o->window));
     }
     case NB_ATTN_MASK_KEY_PADDING: {
@@ -48,7 +42,7 @@ static nb_tensor *allowed(const char *op, nb_tensor *q, const nb_tensor *k, cons
             return NULL;
         }
         if (m->dtype == NB_BOOL) return nb_reshape(m, (int64_t[]){b, 1, 1, lk}, 4);
-        nb_tensor *pos = nb_sub(nb_cumsum(nb_expand(value_on(q, 1, NB_I64), &lk, 1), 0), 1);
+        nb_tensor *pos = nb__positions(q, lk, 0, NB_I64);
         return nb_lt(nb_reshape(pos, (int64_t[]){1, 1, 1, lk}, 4),
                      nb_reshape(nb_cast(m, NB_I64), (int64_t[]){b, 1, 1, 1}, 4));
     }
@@ -260,7 +254,7 @@ nb_tensor *nb_rotary_embedding(nb_tensor *x, int64_t offset, double base, bool i
     nb_tensor *f = nb_from_data(freq, &half, 1, NB_F64);
     nb__free(freq);
     f = nb_to_device(f, x->storage->device);
-    nb_tensor *pos = nb_add(nb_cumsum(nb_expand(value_on(x, 1, NB_F64), &l, 1), 0), (double)offset - 1);
+    nb_tensor *pos = nb__positions(x, l, (double)offset, NB_F64);
     nb_tensor *ang = nb_mul(nb_unsqueeze(pos, 1), nb_unsqueeze(f, 0)); /* [L, D/2] */
     nb_tensor *c = nb_cast(nb_cos(ang), x->dtype), *s = nb_cast(nb_sin(ang), x->dtype);
     nb_tensor *x1, *x2;

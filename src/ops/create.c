@@ -1,4 +1,5 @@
-/* create.c — constructors: empty, zeros, ones, full, scalar, arange, linspace, eye, from_data, from_blob. */
+/* create.c — constructors: empty, zeros, ones, full, scalar, arange, linspace, eye, from_data, from_blob;
+ * and the index ramps the masks of tril, triu and attention are built from. */
 #include "../backend/backend.h"
 
 #include <math.h>
@@ -172,4 +173,14 @@ nb_tensor *nb_from_blob(void *data, const int64_t *shape, const int64_t *strides
     }
     nb__storage_release(s);
     return t;
+}
+
+nb_tensor *nb__positions(const nb_tensor *like, int64_t n, double start, nb_dtype dt) {
+    nb_tensor *one = nb__own(nb__full_on(NULL, 0, 1, dt, like->storage->device));
+    return nb_add(nb_cumsum(nb_expand(one, &n, 1), 0), start - 1); /* a cumsum: n may be symbolic */
+}
+
+nb_tensor *nb__index_diff(const nb_tensor *like, int64_t rows, int64_t cols) {
+    nb_tensor *i = nb__positions(like, rows, 0, NB_I64), *j = nb__positions(like, cols, 0, NB_I64);
+    return nb_sub(nb_unsqueeze(j, 0), nb_unsqueeze(i, 1));
 }

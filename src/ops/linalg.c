@@ -69,9 +69,11 @@ static int infer_linalg(nb_op op, nb_tensor *const *in, int n, nb_attrs *attrs, 
     return 1;
 }
 
-/* A contiguous f64 copy of t viewed with the batch dims bat[0..nbat); NULL with the error. */
+/* t viewed with the batch dims bat[0..nbat), contiguous and f64: t itself when it is so already,
+ * else a copy; NULL with the error. */
 static nb_tensor *f64_batch(nb_tensor *t, const int64_t *bat, int nbat) {
     nb_tensor *e = nb__batch_expand(t, bat, nbat);
+    if (e && e->dtype == NB_F64 && nb_is_contiguous(e)) return e;
     nb_tensor *c = e ? nb__tensor_new(e->shape, e->ndim, NB_F64, t->storage->device) : NULL;
     if (c && nb__backend_of(t)->copy(c, e) != NB_OK) {
         nb_release(c);
@@ -184,14 +186,6 @@ nb_status nb_slogdet(nb_tensor *a, nb_tensor **sign, nb_tensor **logabsdet) {
 
 /* ---- built from them ---- */
 
-/* Row and column indices minus each other, j - i, over the last two dims of x (i64, [n, m];
- * symbolic sizes too: counted with cumsum). */
-static nb_tensor *band(nb_tensor *x) {
-    int64_t shape[2] = {x->shape[x->ndim - 2], x->shape[x->ndim - 1]};
-    nb_tensor *ones = nb_expand(nb__own(nb__full_on(NULL, 0, 1, NB_I64, x->storage->device)), shape, 2);
-    return nb_sub(nb_cumsum(ones, 1), nb_cumsum(ones, 0));
-}
-
 static nb_tensor *triangle(const char *op, nb_tensor *x, int64_t k, bool lower) {
     NB_CHECK_ARG(op, x);
     if (x->ndim < 2) {
@@ -199,7 +193,7 @@ static nb_tensor *triangle(const char *op, nb_tensor *x, int64_t k, bool lower) 
         return NULL;
     }
     NB_COMPOSITE_BEGIN();
-    nb_tensor *b = band(x), *keep = lower ? nb_le(b, (double)k) : nb_ge(b, (double)k);
+    nb_tensor *b = nb__index_diff(x, x->shape[x->ndim - 2], x->shape[x->ndim - 1]), *keep = lower ? nb_le(b, (double)k) : nb_ge(b, (double)k);
     NB_COMPOSITE_RETURN(nb_where(keep, x, nb_zeros_like(x)));
 }
 

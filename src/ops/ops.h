@@ -239,6 +239,11 @@ nb_tensor *nb__expand_raw(nb_tensor *t, const int64_t *shape, int ndim);
 nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat);
 /** Check attention options (mask kind, window, scale, soft-cap); false with NB_ERR_ARG naming op. */
 bool nb__attention_opts_ok(const char *op, const nb_attention_opts *o);
+/** [n] of dtype dt on like's device: start, start + 1, … (n may be symbolic).  Scoped, recorded. */
+nb_tensor *nb__positions(const nb_tensor *like, int64_t n, double start, nb_dtype dt);
+/** [rows, cols] i64 on like's device: column index minus row index, j - i (the diagonal offsets that
+ *  tril, triu and the causal and sliding-window masks compare; sizes may be symbolic).  Scoped. */
+nb_tensor *nb__index_diff(const nb_tensor *like, int64_t rows, int64_t cols);
 /** x times the attention scale of q [B, H, L, D]: scale, or 0 for 1/sqrt(D) (a symbolic D counted
  *  when the graph runs).  Scoped, recorded. */
 nb_tensor *nb__attention_scaled(nb_tensor *x, nb_tensor *q, double scale);

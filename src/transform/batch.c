@@ -88,7 +88,7 @@ static nb_tensor *batched_matmul(nb_tensor *a, int ba, nb_tensor *b, int bb) {
 
 /* The window ops (unfold, fold, max_pool2d, max_unpool2d) and attention: the batch folded into
  * their leading dim N. */
-static nb_status window(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B, nb_tensor **out) {
+static nb_status fold_into_n(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B, nb_tensor **out) {
     nb_tensor *x[8];
     for (int k = 0; k < nd->n_in; k++)
         if (!(x[k] = nb_flatten(batched_front(in[k], bin[k], B), 0, 1))) return nb_last_status();
@@ -179,7 +179,7 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         return (x[0] = front(in[0], bin[0])) ? nb__replay_apply(nd, x, out) : nb_last_status();
     case NB_KIND_WINDOW:
     case NB_KIND_ATTENTION: /* [N, ...] operands: the batch folds into N */
-        return window(nd, in, bin, B, out);
+        return fold_into_n(nd, in, bin, B, out);
     case NB_KIND_VIEW:
     case NB_KIND_VIEW_GRAD: {
         int op = nb__ops[nd->op].kind == NB_KIND_VIEW_GRAD ? a.sub : (int)nd->op;

@@ -13,9 +13,6 @@ typedef struct grad_ctx {
     grad_mode mode;
 } grad_ctx;
 
-/* sum(a * b), a rank-0 scalar (scoped). */
-static nb_tensor *inner(nb_tensor *a, nb_tensor *b) { return nb_sum(nb_mul(a, b), NULL, 0, false); }
-
 static nb_status grad_body(nb_graph *g, void *vctx, void *meta) {
     (void)meta;
     const grad_ctx *gc = vctx;
@@ -54,9 +51,7 @@ static nb_status grad_body(nb_graph *g, void *vctx, void *meta) {
     }
     for (int i = 0; st == NB_OK && mode == G_VJP && i < f->n_outputs; i++) {
         if (!ct[i]) continue;
-        nb_tensor *term = inner(nb__replay_output(&r, i), ct[i]);
-        loss = term && loss ? nb_add(loss, term) : term;
-        if (!loss) st = nb_last_status();
+        if (!(loss = nb__plus(loss, nb__inner(nb__replay_output(&r, i), ct[i])))) st = nb_last_status();
     }
     if (st == NB_OK && !loss)
         st = nb__error(NB_ERR_DTYPE, "%s: Func '%s' has no float output to pull back", c->op, f->name);

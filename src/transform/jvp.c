@@ -11,9 +11,6 @@
 
 #include <stdio.h>
 
-static nb_tensor *inner(nb_tensor *a, nb_tensor *b) { return nb_sum(nb_mul(a, b), NULL, 0, false); }
-static nb_tensor *plus(nb_tensor *acc, nb_tensor *term) { return acc && term ? nb_add(acc, term) : term; }
-
 /* The tangents of f's float outputs (tan[i], NULL for the others) for the primal values x and
  * tangents t of the n names, built in g. */
 static nb_status push_forward(nb_graph *g, const nb__replay *r, int n, nb_tensor *const *x, nb_tensor *const *t,
@@ -27,14 +24,14 @@ static nb_status push_forward(nb_graph *g, const nb__replay *r, int n, nb_tensor
         if (!nb_dtype_is_float(y->dtype)) continue;
         /* a distinct stand-in per output (a fresh constant each), never merged while tracing */
         nb_tensor *ui = nb_expand(nb_graph_scalar(g, 0.0, y->dtype), y->shape, y->ndim);
-        if (!ui || !(loss = plus(loss, inner(y, ui)))) return nb_last_status();
+        if (!ui || !(loss = nb__plus(loss, nb__inner(y, ui)))) return nb_last_status();
         u[nu++] = ui;
     }
     if (!loss) return nb__error(NB_ERR_DTYPE, "jvp: Func '%s' has no float output to push forward", f->name);
     nb_tensor *gx[n], *s = NULL;
     nb_status st = nb_graph_grad(loss, n, x, gx);
     for (int i = 0; st == NB_OK && i < n; i++)
-        if (!(s = plus(s, inner(gx[i], t[i])))) st = nb_last_status();
+        if (!(s = nb__plus(s, nb__inner(gx[i], t[i])))) st = nb_last_status();
     nb_tensor *ju[nu > 0 ? nu : 1];
     if (st == NB_OK) st = nb_graph_grad(s, nu, u, ju);
     for (int i = 0, k = 0; st == NB_OK && i < f->n_outputs; i++)

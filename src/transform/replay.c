@@ -52,20 +52,13 @@ nb_status nb__replay_apply(const nb_gnode *nd, nb_tensor *const *in, nb_tensor *
 /* The param of g standing for src's param nd: g's own of that name and tensor when it has one
  * (a Func called twice in one trace, a Jacobian's several calls), else a new one. */
 static nb_tensor *param_in(nb_graph *g, const nb_gnode *nd) {
-    for (int32_t id = 0; id < g->n; id++) {
-        const nb_gnode *p = &g->nodes[id];
-        if (p->kind == NB_GNODE_PARAM && p->value == nd->value && !strcmp(p->name, nd->name))
-            return nb__own(nb__graph_tensor(g, (nb_gval){id, 0}));
-    }
-    for (int32_t id = 0; id < g->n; id++) /* a name of g already: another tensor, or an input */
-        if ((g->nodes[id].kind == NB_GNODE_PARAM || g->nodes[id].kind == NB_GNODE_INPUT) &&
-            !strcmp(g->nodes[id].name, nd->name)) {
-            nb__error(NB_ERR_ARG, "func_call: param '%s' of the Func called clashes with the %s '%s' of graph '%s' "
-                      "(bound to another tensor)", nd->name,
-                      g->nodes[id].kind == NB_GNODE_PARAM ? "param" : "input", nd->name, g->name);
-            return NULL;
-        }
-    return nb_graph_param(g, nd->name, nd->value);
+    int32_t id = nb__func_find(g, nd->name, true); /* names are unique among g's inputs and params */
+    if (id < 0) return nb_graph_param(g, nd->name, nd->value);
+    const nb_gnode *p = &g->nodes[id];
+    if (p->kind == NB_GNODE_PARAM && p->value == nd->value) return nb__own(nb__graph_tensor(g, (nb_gval){id, 0}));
+    nb__error(NB_ERR_ARG, "func_call: param '%s' of the Func called clashes with the %s '%s' of graph '%s' "
+              "(bound to another tensor)", nd->name, p->kind == NB_GNODE_PARAM ? "param" : "input", nd->name, g->name);
+    return NULL;
 }
 
 nb_status nb__replay_run(nb__replay *r, nb__replay_rule rule, void *ctx) {

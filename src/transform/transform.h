@@ -76,6 +76,11 @@ nb_tensor *nb__input_prefixed(nb_graph *g, const char *prefix, const char *name,
 nb_graph *nb__func_select(const char *name, const nb_graph *f, int k, const int *idx, const char *prefix,
                           const char *const *names);
 
+/** sum(a · b) as a rank-0 scalar, and acc + term (term alone when acc is NULL): the losses grad,
+ *  vjp and jvp build (scoped; a NULL operand gives NULL with the op's error pending). */
+static inline nb_tensor *nb__inner(nb_tensor *a, nb_tensor *b) { return nb_sum(nb_mul(a, b), NULL, 0, false); }
+static inline nb_tensor *nb__plus(nb_tensor *acc, nb_tensor *term) { return acc && term ? nb_add(acc, term) : term; }
+
 /** The batching rule of every op (vmap.c's replay rule; ctx unused). */
 nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, const int *bin, nb_tensor **out,
                          int *bout);
