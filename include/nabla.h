@@ -853,6 +853,104 @@ nb_tensor *nb_logdet(nb_tensor *a);
 /** A^-1 [..., n, n] (torch.linalg.inv, by solve against the identity).  Singular: NB_ERR_ARG. */
 nb_tensor *nb_inv(nb_tensor *a);
 
+/* ---- scaled low-precision formats and matmul (O10) ----
+ * A low-precision tensor is its codes plus scales: the value of element i is
+ * decode(code[i]) * scale(block_of(i)) (the seed's ScaledFormat and ScaleLayout).  Codes are
+ * stored as uint8 tensors, packed along the last axis: 8-bit formats one code a byte, 6-bit ones
+ * four codes in three bytes (code j of a group in bits 6j..6j+5 of the little-endian 24-bit
+ * word), 4-bit ones two a byte (the even element in the low nibble, as torch's
+ * float4_e2m1fn_x2).  Element formats are those of ml_dtypes (names, fields, special values)
+ * and of the OCP "8-bit Floating Point" (2023) and "Microscaling Formats (MX) v1.0" specs.
+ */
+/** Element formats (append-only).  S.E.M bits, exponent bias, the largest finite value, and
+ *  what is special:
+ *   F8E4M3FN    1.4.3 bias 7,  max 448,   NaN S.1111.111, no infinities (OCP E4M3)
+ *   F8E5M2      1.5.2 bias 15, max 57344, IEEE infinities and NaNs (OCP E5M2)
+ *   F8E4M3FNUZ  1.4.3 bias 8,  max 240,   one NaN 0x80, no -0, no infinities
+ *   F8E5M2FNUZ  1.5.2 bias 16, max 57344, one NaN 0x80, no -0, no infinities
+ *   F6E2M3      1.2.3 bias 1,  max 7.5,   every code finite (MXFP6)
+ *   F6E3M2      1.3.2 bias 3,  max 28,    every code finite (MXFP6)
+ *   F4E2M1      1.2.1 bias 1,  max 6,     every code finite (MXFP4, NVFP4) */
+typedef enum nb_scaled_format {
+    NB_FMT_F8E4M3FN, NB_FMT_F8E5M2, NB_FMT_F8E4M3FNUZ, NB_FMT_F8E5M2FNUZ,
+    NB_FMT_F6E2M3, NB_FMT_F6E3M2, NB_FMT_F4E2M1,
+    NB_SCALED_FORMAT_COUNT
+} nb_scaled_format;
+/** How the scales of a low-precision tensor are laid out (append-only). */
+typedef enum nb_scale_layout {
+    NB_SCALE_TENSOR, /**< one float32 scale for the whole tensor (FP8 "per-tensor" scaling) */
+    NB_SCALE_MX,     /**< one E8M0 scale (a power of two, 2^(code - 127); code 255 is NaN) per 32
+                          elements along the last axis (OCP MX v1.0); not the FNUZ formats */
+    NB_SCALE_NVFP4,  /**< one F8E4M3FN scale per 16 elements along the last axis times one float32
+                          global scale (NVIDIA's NVFP4); F4E2M1 only */
+    NB_SCALE_LAYOUT_COUNT
+} nb_scale_layout;
+/** ml_dtypes' name of a format ("float8_e4m3fn", "float4_e2m1fn", …); "invalid" otherwise. */
+const char *nb_scaled_format_name(nb_scaled_format f);
+/** Bits of one code (8, 6 or 4); 0 for an invalid format. */
+int nb_scaled_format_bits(nb_scaled_format f);
+/** The largest finite value of a format (448, 57344, 240, 57344, 7.5, 28, 6); 0 if invalid. */
+double nb_scaled_format_max(nb_scaled_format f);
+/**
+ * Encode n float32 values as codes of format f, one code a byte (unpacked, as ml_dtypes stores
+ * them): round to nearest, ties to even, exactly as ml_dtypes' astype from float32 — a value
+ * beyond the largest finite one becomes inf (F8E5M2), NaN (F8E4M3FN, the FNUZ formats) or the
+ * signed largest value (the 6- and 4-bit formats, which saturate); ±inf likewise; NaN becomes
+ * the format's NaN (0x7f / 0x7e with the sign; 0x80 for FNUZ) and, in the formats without one,
+ * a zero of the opposite sign (ml_dtypes' rule: +NaN gives the code of -0); -0 is 0x00 in the
+ * FNUZ formats.  Errors: NB_ERR_NULL
+ * (x or codes with n > 0), NB_ERR_ARG (an unknown format, n < 0).
+ */
+nb_status nb_scaled_encode(nb_scaled_format f, const float *x, int64_t n, uint8_t *codes);
+/** Decode n codes of format f (one a byte, unpacked) to float32, exactly.  Errors: NB_ERR_NULL,
+ *  NB_ERR_ARG (an unknown format, n < 0, a code of more bits than the format has). */
+nb_status nb_scaled_decode(nb_scaled_format f, const uint8_t *codes, int64_t n, float *x);
+/** A low-precision tensor of logical shape [..., K] (see nb_quantize); its tensors are scoped
+ *  like any result. */
+typedef struct nb_quantized {
+    nb_tensor *codes;        /**< uint8 [..., K·bits/8]: the packed codes */
+    nb_tensor *scales;       /**< TENSOR: float32 [] (the scale); MX: uint8 [..., K/32] E8M0 codes;
+                                  NVFP4: uint8 [..., K/16] F8E4M3FN codes */
+    nb_tensor *global_scale; /**< NVFP4: float32 [], the global scale; NULL otherwise */
+    nb_scaled_format format;
+    nb_scale_layout layout;
+} nb_quantized;
+/**
+ * Quantize x [..., K] (any float dtype, rounded to float32 first; K concrete) into *out.
+ * Scales, with amax the largest |x| over what a scale covers:
+ *   TENSOR: scale = max(amax / max(format), 2^-126) (float32);
+ *   MX: 2^e per block of 32, e = floor(log2(amax)) - emax(format), clamped to [-127, 127]
+ *       (OCP MX v1.0, section 6.3; emax the exponent of the format's largest normal: 8, 15, 2,
+ *       4, 2); 2^-127 for a block of zeros; NaN (code 255) for a block holding NaN or ±inf;
+ *   NVFP4: global g = max(amax / (448 · 6), 2^-126) (float32); per block of 16 the F8E4M3FN
+ *       code of amax_block / (6 g), rounded to nearest even and saturated; its scale is
+ *       decode(code) · g (a block whose scale rounds to 0 gets zero codes).
+ * Each code is the element divided by its scale (in float32) and encoded as nb_scaled_encode
+ * does, except that finite values beyond the format's range saturate to ±max (the MX rule).
+ * A NaN or infinite x makes the scale covering it NaN, so dequantizing gives NaN there.
+ * Not differentiable (the codes are integers).  Errors: NB_ERR_NULL, NB_ERR_DTYPE (x not
+ * float), NB_ERR_SHAPE (rank 0; K symbolic, or not a multiple of the block (32 MX, 16 NVFP4) or
+ * of the packing (4 for 6-bit, 2 for 4-bit formats)), NB_ERR_ARG (an unknown format or layout,
+ * MX with a FNUZ format, NVFP4 with another format than F4E2M1).  On error *out is zeroed.
+ */
+nb_status nb_quantize(nb_tensor *x, nb_scaled_format f, nb_scale_layout layout, nb_quantized *out);
+/** The values decode(code) · scale of q, [..., K], in float dtype dt (computed in float32, then
+ *  rounded to dt).  Errors: NB_ERR_NULL, NB_ERR_DTYPE (dt not float; codes not uint8; scales
+ *  of the wrong dtype), NB_ERR_SHAPE (codes, scales and global scale that do not fit each
+ *  other, the format and the layout), NB_ERR_ARG (format or layout). */
+nb_tensor *nb_dequantize(const nb_quantized *q, nb_dtype dt);
+/**
+ * a · bᵀ for low-precision a [..., M, K] and b [N, K] (both quantized along K — the "NT" form
+ * of low-precision GEMMs, as torch._scaled_mm's column-major b) -> [..., M, N] of float dtype
+ * out_dtype.  a and b share a layout; their formats may differ (E4M3 · E5M2).  The CPU kernel
+ * decodes the codes while packing the GEMM's panels (no float copy of either operand) and
+ * accumulates in float32; the result equals a float64 matmul of the dequantized operands to
+ * float32 rounding.  Not differentiable.  Errors: NB_ERR_NULL, NB_ERR_ARG (layouts differ, a
+ * format), NB_ERR_SHAPE (b not 2-D, a not at least 2-D, K differs, codes and scales that do not
+ * fit), NB_ERR_DTYPE (out_dtype not float; codes or scales of the wrong dtype).
+ */
+nb_tensor *nb_scaled_matmul(const nb_quantized *a, const nb_quantized *b, nb_dtype out_dtype);
+
 /* ------------------------------------------------------------------------ */
 /* Neural-network functions and losses (O6)                                 */
 /* These are composites: autograd flows through the ops they are built      */
@@ -1867,7 +1965,10 @@ nb_graph *nb_func_jacrev(nb_graph *f, int n, const char *const *wrt);
  * — never copied per example.  batch is a size >= 0 or a symbolic dim (nb_dim).  The batch
  * axis is carried through each op by its batching rule (elementwise ops broadcast against it,
  * reductions, scans, views, matmul, gather, scatter, cat and pad shift their axes, the window
- * ops fold it into N): every op of the table runs once for the whole batch.  Random ops draw
+ * ops fold it into N): every op of the table runs once for the whole batch, except the
+ * low-precision ops (quantize, dequantize, scaled_matmul: their scales span whole tensors), which
+ * run once per example with the results stacked, as torch.vmap's fallback for ops without a
+ * rule (a symbolic batch reaching them is NB_ERR_SHAPE when the Func is built).  Random ops draw
  * independently for each example, as running f once per example would (torch.func.vmap's
  * randomness="different"; JAX would share an unbatched key's draw).  An output that does not
  * depend on a batched input is broadcast to the batch (as JAX does).  Running it with batched

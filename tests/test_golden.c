@@ -354,6 +354,35 @@ static void run_attention(gctx *g, const entry *e) {
                            .mask_tensor = m, .scale = param(g, "scale"), .softcap = param(g, "softcap")};
     out(g, nb_scaled_dot_product_attention(q, k, v, o));
 }
+/* O10: the outputs of nb_quantize in order (codes, scales, the NVFP4 global scale) */
+static void run_quantize(gctx *g, const entry *e) {
+    (void)e;
+    nb_quantized q;
+    if (nb_quantize(in(g, "x"), (nb_scaled_format)iparam(g, "format"), (nb_scale_layout)iparam(g, "layout"), &q) != NB_OK)
+        return;
+    out(g, q.codes);
+    out(g, q.scales);
+    if (q.global_scale) out(g, q.global_scale);
+}
+/* A low-precision operand from the inputs named prefix codes / scales / global. */
+static nb_quantized quantized_in(gctx *g, const char *prefix, const char *format) {
+    char n[3][32];
+    snprintf(n[0], sizeof n[0], "%scodes", prefix);
+    snprintf(n[1], sizeof n[1], "%sscales", prefix);
+    snprintf(n[2], sizeof n[2], "%sglobal", prefix);
+    return (nb_quantized){in(g, n[0]), in(g, n[1]), in_opt(g, n[2]), (nb_scaled_format)iparam(g, format),
+                          (nb_scale_layout)iparam(g, "layout")};
+}
+static void run_dequantize(gctx *g, const entry *e) {
+    (void)e;
+    nb_quantized q = quantized_in(g, "", "format");
+    out(g, nb_dequantize(&q, NB_F32));
+}
+static void run_scaled_matmul(gctx *g, const entry *e) {
+    (void)e;
+    nb_quantized a = quantized_in(g, "a_", "format_a"), b = quantized_in(g, "b_", "format_b");
+    out(g, nb_scaled_matmul(&a, &b, NB_F32));
+}
 static void run_rotary(gctx *g, const entry *e) {
     (void)e;
     out(g, nb_rotary_embedding(in(g, "x"), iparam(g, "offset"), param(g, "base"), iparam(g, "interleaved") != 0));
@@ -470,6 +499,8 @@ static const entry TABLE[] = {
     E("inv", run_unary, .unary = nb_inv)
     /* O9 */
     E("scaled_dot_product_attention", run_attention) E("rotary_embedding", run_rotary)
+    /* O10 */
+    E("quantize", run_quantize) E("dequantize", run_dequantize) E("scaled_matmul", run_scaled_matmul)
 };
 enum { NENTRIES = sizeof TABLE / sizeof TABLE[0] };
 

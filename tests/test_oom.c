@@ -363,6 +363,29 @@ static nb_status linalg(double *out, int *nout) {
     return st;
 }
 
+/* Low-precision ops: quantize (MX-FP8 and NVFP4), dequantize and scaled_matmul through the
+ * GEMM's decoding packs; out the dequantized values and the product. */
+static nb_status lowp(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_manual_seed(5);
+    nb_tensor *a = nb_randn(NB_SHAPE(3, 32), NB_F32), *b = nb_randn(NB_SHAPE(2, 32), NB_F32);
+    nb_status st = status_of(a && b ? a : NULL);
+    nb_quantized qa, qb, qn;
+    if (st == NB_OK) st = nb_quantize(a, NB_FMT_F8E4M3FN, NB_SCALE_MX, &qa);
+    if (st == NB_OK) st = nb_quantize(b, NB_FMT_F8E5M2, NB_SCALE_MX, &qb);
+    if (st == NB_OK) st = nb_quantize(b, NB_FMT_F4E2M1, NB_SCALE_NVFP4, &qn);
+    nb_tensor *d = st == NB_OK ? nb_dequantize(&qn, NB_F64) : NULL;
+    nb_tensor *y = st == NB_OK ? nb_scaled_matmul(&qa, &qb, NB_F64) : NULL;
+    if (st == NB_OK) st = status_of(d && y ? y : NULL);
+    if (st == NB_OK) {
+        put_f64(out, nout, d);
+        put_f64(out, nout, y);
+    }
+    nb_scope_end();
+    return st;
+}
+
 /* Attention through its tiled kernel (causal, grouped-query) and its rule: out, the output and
  * d(sum)/dq. */
 static nb_status attention(double *out, int *nout) {
@@ -570,6 +593,17 @@ static void oom_attention(void **state) {
     uninstall();
 }
 
+static void oom_lowp(void **state) {
+    (void)state;
+    install();
+    double ref[MAXOUT];
+    int nref = 0;
+    long total = clean_run(lowp, ref, &nref);
+    assert_int_equal(nref, 2 * 32 + 3 * 2);
+    every_fault(lowp, "lowp", ref, nref, total);
+    uninstall();
+}
+
 static void oom_safetensors_load(void **state) {
     (void)state;
     install();
@@ -733,7 +767,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(oom_attention),        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(oom_attention),        cmocka_unit_test(oom_lowp),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

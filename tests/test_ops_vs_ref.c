@@ -2,7 +2,7 @@
  * test_ops_vs_ref.c — the CPU backend against the reference backend (the
  * oracle: naive loops, double arithmetic, one thread) for every op that has
  * a kernel: kinds UNARY, BINARY, WHERE, REDUCE, ARGREDUCE, SCAN, MATMUL,
- * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW, LINALG and ATTENTION in ops.def.  Each case
+ * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW, LINALG, ATTENTION and QUANT in ops.def.  Each case
  * builds the same values on both devices in the same layout (contiguous,
  * transposed, step-sliced, flipped = negative strides, expanded = stride 0,
  * offset into its storage), on rank-0, zero-size, large (> 65536 elements:
@@ -1082,6 +1082,61 @@ static void check_attention(nb_op op) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* QUANT: codes by bit arithmetic (CPU) vs an exhaustive search (reference) */
+/* ------------------------------------------------------------------------ */
+
+static nb_quantized quant_on(const nb_quantized *q, nb_device dev) {
+    return (nb_quantized){NBT(nb_to_device(q->codes, dev)), NBT(nb_to_device(q->scales, dev)),
+                          q->global_scale ? NBT(nb_to_device(q->global_scale, dev)) : NULL, q->format, q->layout};
+}
+
+/* x [rows, k]: normal values scaled by 2^-20 .. 2^20 per row, with ties of the format's grid */
+static nb_tensor *quant_input(int64_t rows, int64_t k) {
+    nb_tensor *e = NBT(nb_floor(NBT(nb_mul(NBT(nb_rand((int64_t[]){rows, 1}, 2, NB_F32)), 40.0))));
+    nb_tensor *x = NBT(nb_mul(NBT(nb_randn((int64_t[]){rows, k}, 2, NB_F32)), NBT(nb_exp(NBT(nb_mul(NBT(nb_sub(e, 20.0)), 0.6931471805599453))))));
+    /* every 8th element a multiple of 1/16 (ties of coarse grids after scaling) */
+    nb_tensor *tie = NBT(nb_div(NBT(nb_round(NBT(nb_mul(x, 16.0)))), 16.0));
+    nb_tensor *pick = NBT(nb_eq(NBT(nb_remainder(NBT(nb_arange(0, (double)(rows * k), 1, NB_I64)), 8)), 0));
+    return NBT(nb_where(NBT(nb_reshape(pick, (int64_t[]){rows, k}, 2)), tie, x));
+}
+
+static void check_quant(nb_op op) {
+    const nb_scaled_format fmts[] = {NB_FMT_F8E4M3FN, NB_FMT_F8E5M2, NB_FMT_F8E4M3FNUZ, NB_FMT_F8E5M2FNUZ,
+                                     NB_FMT_F6E2M3, NB_FMT_F6E3M2, NB_FMT_F4E2M1};
+    for (int f = 0; f < 7; f++)
+        for (int lay = 0; lay < NB_SCALE_LAYOUT_COUNT; lay++) {
+            bool fnuz = fmts[f] == NB_FMT_F8E4M3FNUZ || fmts[f] == NB_FMT_F8E5M2FNUZ;
+            if ((lay == NB_SCALE_MX && fnuz) || (lay == NB_SCALE_NVFP4 && fmts[f] != NB_FMT_F4E2M1)) continue;
+            nb_scope_begin();
+            int64_t shape[2] = {9, 96};
+            describe(nb__ops[op].name, NB_F32, L_CONTIG, shape, 2, nb_scaled_format_name(fmts[f]));
+            nb_tensor *x = quant_input(9, 96), *w = quant_input(13, 96);
+            nb_quantized qc, qr, wc;
+            assert_int_equal(nb_quantize(x, fmts[f], (nb_scale_layout)lay, &qc), NB_OK);
+            assert_int_equal(nb_quantize(NBT(nb_to_device(x, NB_REF)), fmts[f], (nb_scale_layout)lay, &qr), NB_OK);
+            assert_int_equal(nb_quantize(w, fmts[f], (nb_scale_layout)lay, &wc), NB_OK);
+            nb_quantized qcr = quant_on(&qc, NB_REF), wcr = quant_on(&wc, NB_REF);
+            if (op == NB_OP_QUANTIZE) {
+                expect_same(qc.codes, qr.codes, 0, 0);
+                expect_same(qc.scales, qr.scales, 0, 0);
+            } else if (op == NB_OP_DEQUANTIZE) {
+                expect_same(nb_dequantize(&qc, NB_F32), nb_dequantize(&qcr, NB_F32), 0, 0);
+            } else { /* float32 sums of 96 terms: within 96 u of the sum of |terms| (Higham, 3.1) */
+                nb_tensor *c = NBT(nb_cast(NBT(nb_scaled_matmul(&qc, &wc, NB_F32)), NB_F64));
+                nb_tensor *r = NBT(nb_to_device(NBT(nb_scaled_matmul(&qcr, &wcr, NB_F64)), NB_CPU));
+                nb_tensor *mag = NBT(nb_matmul(NBT(nb_abs(NBT(nb_dequantize(&qc, NB_F64)))),
+                                               NBT(nb_transpose(NBT(nb_abs(NBT(nb_dequantize(&wc, NB_F64)))), 0, 1))));
+                nb_tensor *over = NBT(nb_gt(NBT(nb_abs(NBT(nb_sub(c, r)))), NBT(nb_mul(mag, 96 * 0x1p-24))));
+                if (nbt_at(NBT(nb_sum(NBT(nb_cast(over, NB_I64)), NULL, 0, false)), 0) != 0) {
+                    fprintf(stderr, "%s: the CPU result differs from the reference beyond float32 summation\n", what);
+                    fail();
+                }
+            }
+            nb_scope_end();
+        }
+}
+
+/* ------------------------------------------------------------------------ */
 /* The cases for the non-elementwise kinds, and the table walk              */
 /* ------------------------------------------------------------------------ */
 
@@ -1096,6 +1151,7 @@ static const ocase OTHER[] = {
     {NB_OP_FOLD, check_window},        {NB_OP_MAX_POOL2D, check_window},  {NB_OP_MAX_UNPOOL2D, check_window},
     {NB_OP_CHOLESKY, check_linalg},    {NB_OP_SOLVE_TRIANGULAR, check_linalg}, {NB_OP_SOLVE, check_linalg},
     {NB_OP_SLOGDET, check_linalg},     {NB_OP_ATTENTION, check_attention},
+    {NB_OP_QUANTIZE, check_quant},     {NB_OP_DEQUANTIZE, check_quant},   {NB_OP_SCALED_MATMUL, check_quant},
 };
 #define NOTHER (sizeof OTHER / sizeof OTHER[0])
 
@@ -1108,7 +1164,7 @@ static bool kernel_kind(nb_op_kind k) {
     return k == NB_KIND_UNARY || k == NB_KIND_BINARY || k == NB_KIND_WHERE || k == NB_KIND_REDUCE ||
            k == NB_KIND_ARGREDUCE || k == NB_KIND_SCAN || k == NB_KIND_MATMUL || k == NB_KIND_GATHER ||
            k == NB_KIND_SCATTER_ADD || k == NB_KIND_CAT || k == NB_KIND_PAD || k == NB_KIND_COPY ||
-           k == NB_KIND_WINDOW || k == NB_KIND_LINALG || k == NB_KIND_ATTENTION;
+           k == NB_KIND_WINDOW || k == NB_KIND_LINALG || k == NB_KIND_ATTENTION || k == NB_KIND_QUANT;
 }
 
 static bool has_case(int op) {

@@ -354,6 +354,18 @@ GC(n_arg, nb_cast(nb_add(nb_argmax(x[0], 1, false), nb_argmin(x[0], 0, false)), 
 GC(n_numel, nb_mul(x[0], nb__numel_of(x[0], (int[]){1}, 1)))
 GC(n_one_hot, nb_mul(nb_cast(nb_one_hot(nb_argmax(x[0], -1, false), 5), NB_F64), 2.0))
 GC(n_detach, nb_mul(nb_detach(x[0]), x[0]))
+/* the low-precision ops (run once per example by vmap): a per-tensor scale, MX blocks of 32 */
+static nb_tensor *n_quant(nb_tensor *const *x) {
+    nb_quantized q;
+    return nb_quantize(x[0], NB_FMT_F8E4M3FN, NB_SCALE_TENSOR, &q) == NB_OK ? nb_cast(nb_dequantize(&q, NB_F32), NB_F64)
+                                                                           : NULL;
+}
+static nb_tensor *n_scaled_mm(nb_tensor *const *x) {
+    nb_quantized a, b;
+    if (nb_quantize(x[0], NB_FMT_F4E2M1, NB_SCALE_MX, &a) != NB_OK || nb_quantize(x[1], NB_FMT_F8E5M2, NB_SCALE_MX, &b) != NB_OK)
+        return NULL;
+    return nb_cast(nb_scaled_matmul(&a, &b, NB_F32), NB_F64);
+}
 static const gc_case EXTRA[] = {
     {"lt", "comparisons and logic", n_cmp, 2, {{2, {3, 4}, D_ANY}, {1, {4}, D_ANY}}, false, 0},
     {"eq", "eq, ne", n_eq, 2, {{2, {3, 4}, D_ANY}, {2, {3, 4}, D_ANY}}, false, 0},
@@ -361,11 +373,13 @@ static const gc_case EXTRA[] = {
     {"numel", "size of axis 1", n_numel, 1, {{2, {3, 4}, D_ANY}}, false, 0},
     {"one_hot", "of an argmax", n_one_hot, 1, {{2, {3, 4}, D_ANY}}, false, 0},
     {"detach", "times itself", n_detach, 1, {{2, {3, 4}, D_ANY}}, false, 0},
+    {"quantize", "per-tensor FP8, dequantized", n_quant, 1, {{2, {3, 8}, D_ANY}}, false, 0},
+    {"scaled_matmul", "MXFP4 times MXFP8", n_scaled_mm, 2, {{2, {3, 32}, D_ANY}, {2, {2, 32}, D_ANY}}, false, 0},
 };
 #define NEXTRA (sizeof EXTRA / sizeof EXTRA[0])
 /* ops covered by the extra cases beyond the one they are named after */
 static const char *const EXTRA_ALSO[] = {"gt", "ge", "le", "ne", "logical_and", "logical_or", "logical_xor",
-                                         "logical_not", "argmin"};
+                                         "logical_not", "argmin", "dequantize"};
 /* ops with no vmap case, and why */
 static const struct {
     const char *op, *why;

@@ -11,6 +11,7 @@
 #ifndef NB_BACKEND_H
 #define NB_BACKEND_H
 
+#include "../core/lowp.h"
 #include "../ops/ops.h"
 
 struct nb_fkernel; /* a fused kernel's program (fused.h) */
@@ -74,6 +75,20 @@ struct nb_backend {
      *  (the op is then computed from its parts). */
     nb_status (*attention)(nb_tensor *out, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v, int mask,
                            int64_t window, double scale);
+    /** Low-precision codes (O10; src/ops/quant.c): contiguous tensors of `rows` rows, each row
+     *  described by r (format, layout, logical K, the TENSOR or NVFP4 global scale; see lowp.h).
+     *  quantize:   x f32 [rows, K] -> codes u8 [rows, K·bits/8] (packed), scales u8
+     *              [rows, K/block] (MX, NVFP4; NULL for TENSOR), by nb__lowp_quantize_row's rule;
+     *  dequantize: codes, scales (NULL for TENSOR) -> out f32 [rows, K] = decode · scale;
+     *  scaled_matmul: out f32 [ma, nb] = A Bᵀ with A [ma, K] from (a, as, ra) and B [nb, K] from
+     *              (b, bs, rb), accumulated in float32 (the reference: in double).
+     *  NULL: the backend has none (the ops are then unsupported on it). */
+    nb_status (*quantize)(const nb_lowp_row *r, int64_t rows, const nb_tensor *x, nb_tensor *codes, nb_tensor *scales);
+    nb_status (*dequantize)(const nb_lowp_row *r, int64_t rows, const nb_tensor *codes, const nb_tensor *scales,
+                            nb_tensor *out);
+    nb_status (*scaled_matmul)(const nb_lowp_row *ra, int64_t ma, const nb_tensor *a, const nb_tensor *as,
+                               const nb_lowp_row *rb, int64_t nb, const nb_tensor *b, const nb_tensor *bs,
+                               nb_tensor *out);
     /** Run the fused kernel k (fused.h) over the domain shape[ndim]: in[0..k->nin) are its loads
      *  and out[0..k->nout) its outputs (fresh; each output's own elements written), every one
      *  viewed with the domain's shape (stride 0 along broadcast axes, so a ROW output is constant

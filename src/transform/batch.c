@@ -10,6 +10,8 @@
  */
 #include "transform.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* t with its batch axis b moved to the front (a view; t itself for b == 0). */
@@ -102,6 +104,27 @@ static nb_status fold_into_n(const nb_gnode *nd, nb_tensor *const *in, const int
     return st;
 }
 
+/* An op without a batching rule (the QUANT ops: their scales cover whole tensors or rows): run
+ * once per example and the results stacked, as torch.vmap's fallback for such ops.  B must be
+ * concrete. */
+static nb_status per_example(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B, nb_tensor **out) {
+    if (nb__dim_sym(B) || B > INT_MAX)
+        return nb__error(NB_ERR_SHAPE, "vmap: %s runs once per example (it has no batching rule), which needs a "
+                         "concrete batch size", nb__ops[nd->op].name);
+    nb_tensor **parts = malloc(sizeof(nb_tensor *) * (size_t)(B * nd->n_out + 1));
+    if (!parts) return nb__error(NB_ERR_OOM, "vmap: out of memory");
+    nb_status st = NB_OK;
+    for (int64_t b = 0; b < B && st == NB_OK; b++) {
+        nb_tensor *x[8], *r[NB_MAX_OUTS];
+        for (int k = 0; k < nd->n_in; k++) x[k] = bin[k] >= 0 ? nb_select(in[k], bin[k], b) : in[k];
+        st = nb__replay_apply(nd, x, r);
+        for (int j = 0; st == NB_OK && j < nd->n_out; j++) parts[j * B + b] = r[j];
+    }
+    for (int j = 0; st == NB_OK && j < nd->n_out; j++)
+        if (!(out[j] = nb_stack(parts + j * B, (int)B, 0))) st = nb_last_status();
+    free(parts);
+    return st;
+}
 
 /* Apply nd with its attributes adjusted by the caller (a) to x. */
 static nb_status apply_with(const nb_gnode *nd, const nb_attrs *a, nb_tensor *const *x, nb_tensor **out) {
@@ -180,6 +203,8 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
     case NB_KIND_WINDOW:
     case NB_KIND_ATTENTION: /* [N, ...] operands: the batch folds into N */
         return fold_into_n(nd, in, bin, B, out);
+    case NB_KIND_QUANT:
+        return per_example(nd, in, bin, B, out);
     case NB_KIND_VIEW:
     case NB_KIND_VIEW_GRAD: {
         int op = nb__ops[nd->op].kind == NB_KIND_VIEW_GRAD ? a.sub : (int)nd->op;

@@ -1194,17 +1194,138 @@ def gen_attention(g):
            grad=False)
 
 
+
+# ---------------------------------------------------------------------------
+# O10 scaled low-precision formats (oracle: lowp_oracle.py, NumPy and ml_dtypes)
+
+
+def gen_lowp(g):
+    import lowp_oracle as lo
+
+    g.begin("o10_lowp")
+    t = torch.from_numpy
+    names = [f[0] for f in lo.FORMATS]
+
+    def quant_inputs(x, fmt, layout, tag):
+        codes, sc, gs = lo.quantize(x, fmt, layout)
+        d = {tag + "codes": t(codes), tag + "scales": t(np.asarray(sc))}
+        if gs is not None:
+            d[tag + "global"] = t(np.asarray(gs))
+        return d
+
+    def blocks_varied(rows, k, spread):  # magnitudes that differ by block
+        x = g.rng.standard_normal((rows, k)) * np.exp2(g.rng.uniform(-spread, spread, (rows, k // 16))).repeat(16, 1)
+        return x.astype(np.float32)
+
+    for fmt, name in enumerate(names):
+        bits = lo.bits_of(fmt)
+        layouts = [lo.TENSOR] + ([lo.MX] if "fnuz" not in name else []) + ([lo.NVFP4] if bits == 4 else [])
+        # every code point, decoded through the op (per-tensor scale 1)
+        codes = lo.pack(np.arange(1 << bits, dtype=np.uint8), bits)
+        g.case(f"dequantize/{name}_all_codes", lambda codes, scales, format, layout: t(lo.decode(np.arange(1 << bits), fmt)),
+               {"codes": t(codes), "scales": torch.tensor(1.0, dtype=F32)}, {"format": fmt, "layout": lo.TENSOR},
+               grad=False)
+        for layout in layouts:
+            lname = ["tensor", "mx", "nvfp4"][layout]
+            g.seed(f"quantize/{name}_{lname}")
+            x = blocks_varied(3, 64, 12 if layout != lo.TENSOR else 2)
+            if layout != lo.TENSOR:
+                x[1, 16:32] = 0  # a block of zeros
+                x[2, 0:16] *= 1e-30  # tiny values: subnormal scales and results
+            g.case(f"quantize/{name}_{lname}", lambda x, format, layout: tuple(
+                       t(np.asarray(v)) for v in lo.quantize(x.numpy(), format, layout) if v is not None),
+                   {"x": t(x)}, {"format": fmt, "layout": layout}, grad=False)
+            if layout == lo.MX and fmt in (0, 6):  # NaN and inf make their block's scale NaN
+                x[0, 3] = np.nan
+                x[1, 40] = -np.inf
+                g.case(f"quantize/{name}_{lname}_nonfinite", lambda x, format, layout: tuple(
+                           t(np.asarray(v)) for v in lo.quantize(x.numpy(), format, layout) if v is not None),
+                       {"x": t(x)}, {"format": fmt, "layout": layout}, grad=False)
+            # dequantize random codes and scale codes (NaN codes and NaN scales included)
+            k = 64
+            rc = g.rng.integers(0, 1 << bits, (2, 2, k)).astype(np.uint8)
+            ins = {"codes": t(lo.pack(rc, bits))}
+            if layout == lo.TENSOR:
+                ins["scales"] = torch.tensor(0.375, dtype=F32)
+            elif layout == lo.MX:
+                sc = g.rng.integers(100, 160, (2, 2, k // 32)).astype(np.uint8)
+                sc[0, 0, 0] = 255
+                sc[1, 1, 1] = 0
+                ins["scales"] = t(sc)
+            else:
+                ins["scales"] = t(g.rng.integers(0, 256, (2, 2, k // 16)).astype(np.uint8))
+                ins["global"] = torch.tensor(0.0123, dtype=F32)
+            g.case(f"dequantize/{name}_{lname}", lambda codes, scales, *gl, format, layout: t(lo.dequantize(
+                       codes.numpy(), scales.numpy(), gl[0].numpy() if gl else None, format, layout)),
+                   ins, {"format": fmt, "layout": layout}, grad=False)
+    # scaled_matmul: a [..., M, K] times b [N, K] transposed, against float64 of the dequantized operands
+    combos = [(0, 0, lo.TENSOR), (0, 1, lo.TENSOR), (2, 3, lo.TENSOR), (0, 0, lo.MX), (1, 0, lo.MX), (4, 5, lo.MX),
+              (6, 6, lo.MX), (6, 6, lo.NVFP4), (5, 6, lo.TENSOR)]
+    for fa, fb, layout in combos:
+        lname = ["tensor", "mx", "nvfp4"][layout]
+        key = f"scaled_matmul/{names[fa]}_{names[fb]}_{lname}"
+        g.seed(key)
+        a = blocks_varied(2 * 5, 64, 3).reshape(2, 5, 64) if fa == 0 and layout == lo.MX else blocks_varied(5, 64, 3)
+        b = blocks_varied(7, 64, 3)
+        ins = {}
+        ins.update(quant_inputs(a, fa, layout, "a_"))
+        ins.update(quant_inputs(b, fb, layout, "b_"))
+
+        def mm(*ts, fa=fa, fb=fb, layout=layout, **p):
+            d = dict(zip(ins.keys(), [v.numpy() for v in ts]))
+            av = lo.dequantize(d["a_codes"], d["a_scales"], d.get("a_global"), fa, layout).astype(np.float64)
+            bv = lo.dequantize(d["b_codes"], d["b_scales"], d.get("b_global"), fb, layout).astype(np.float64)
+            return t((av @ bv.T).astype(np.float32))
+
+        g.case(key, mm, ins, {"format_a": fa, "format_b": fb, "layout": layout}, grad=False, atol=SUM_ATOL)
+
+
+def gen_lowp_codec(g):
+    """lowp/codec.nbg (read by tests/test_lowp.c, not test_golden.c): ml_dtypes' encoding of
+    float32 values around every code point of each format, and the decoding of every code."""
+    import lowp_oracle as lo
+
+    g.begin("lowp/codec")
+    f32 = np.float32
+    for fmt, (name, bits, _) in enumerate(lo.FORMATS):
+        g.seed("codec/" + name)
+        v = lo.decode(np.arange(1 << bits), fmt).astype(np.float64)
+        v = np.unique(np.abs(v[np.isfinite(v)]))  # 0 and the positive values, ascending
+        mids = ((v[:-1] + v[1:]) / 2).astype(f32)  # ties: exact in float32
+        top = v[-1] + (v[-1] - v[-2]) / 2  # the tie above the largest value
+        vals = [v.astype(f32), mids, np.nextafter(mids, f32(np.inf)), np.nextafter(mids, f32(0)),
+                np.array([top, v[-1] * 1.0001, v[-1] * 2, 1e30, np.finfo(f32).max, 1e-45, 1e-40, 1e-38,
+                          np.finfo(f32).tiny, v[1] / 4, v[1] / 2 * 1.0000001], f32).astype(f32)]
+        vals.append(np.nextafter(f32(top), f32(np.inf), dtype=f32).reshape(1))
+        vals.append(np.nextafter(f32(top), f32(0), dtype=f32).reshape(1))
+        e = g.rng.integers(-12 - 2 * bits, 20, 1200)
+        vals.append((g.rng.uniform(1, 2, 1200) * np.exp2(e)).astype(f32))
+        x = np.concatenate(vals).astype(f32)
+        x = np.concatenate([x, -x, np.array([np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0], f32)])
+        g.case(f"encode/{name}", lambda x, format: t_from(lo.encode(x.numpy(), format)), {"x": torch.from_numpy(x)},
+               {"format": fmt}, grad=False)
+        codes = np.arange(1 << bits, dtype=np.uint8)
+        g.case(f"decode/{name}", lambda codes, format: t_from(lo.decode(codes.numpy(), format)),
+               {"codes": torch.from_numpy(codes)}, {"format": fmt}, grad=False)
+
+
+def t_from(a):
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
+    ap.add_argument("--only", nargs="*", help="write only these generators (e.g. gen_lowp gen_lowp_codec)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore", message="Using a target size")  # mse_loss/f64_bcast broadcasts on purpose
     warnings.filterwarnings("ignore", message=".*degrees of freedom is <= 0")  # var/std NaN cases on purpose
     g = Golden()
     for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index, gen_conv, gen_layout,
-                gen_small_linalg, gen_attention):
-        gen(g)
+                gen_small_linalg, gen_attention, gen_lowp, gen_lowp_codec):
+        if not args.only or gen.__name__ in args.only:
+            gen(g)
     g.write(args.out)
 
 

@@ -76,7 +76,7 @@ AT_ROWS(double)
         if (c->mask == NB_ATTN_MASK_SLIDING && i0 - c->window + 1 > 0) jlo = i0 - c->window + 1;             \
         for (int64_t j0 = jlo; j0 < jhi; j0 += TK) {                                                          \
             int64_t cols = jhi - j0 < TK ? jhi - j0 : TK;                                                     \
-            nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, s, TK};                               \
+            nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, s, TK, NULL, NULL};                            \
             nb__gemm(&gs, ws, 1);                                                                              \
             for (int64_t r = 0; r < rows; r++) {                                                               \
                 T *row = s + r * TK;                                                                           \
@@ -100,7 +100,7 @@ AT_ROWS(double)
                 if (alpha != 1)                                                                                \
                     for (int64_t e = 0; e < dv; e++) acc[r * dv + e] = (T)(acc[r * dv + e] * alpha);          \
             }                                                                                                  \
-            nb_gemm gv = {DT, rows, dv, cols, s, TK, 1, v + j0 * dv, dv, 1, ot, dv};                          \
+            nb_gemm gv = {DT, rows, dv, cols, s, TK, 1, v + j0 * dv, dv, 1, ot, dv, NULL, NULL};                       \
             nb__gemm(&gv, ws, 1);                                                                              \
             for (int64_t e = 0; e < rows * dv; e++) acc[e] += ot[e];                                           \
         }                                                                                                      \

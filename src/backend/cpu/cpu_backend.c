@@ -11,6 +11,7 @@
 #include "gemm.h"
 #include "iter.h"
 #include "attention.h"
+#include "quant.h"
 #include "kernels.h"
 #include "linalg.h"
 #include "pool.h"
@@ -751,5 +752,8 @@ const nb_backend nb__cpu_backend = {
     .window = nb__cpu_window,
     .linalg = nb__cpu_linalg,
     .attention = nb__cpu_attention,
+    .quantize = nb__cpu_quantize,
+    .dequantize = nb__cpu_dequantize,
+    .scaled_matmul = nb__cpu_scaled_matmul,
     .fused = nb__cpu_fused,
 };

@@ -64,6 +64,8 @@ static gemm_plan plan_of(const nb_gemm *g) {
     t.b = g->a;
     t.brs = g->acs;
     t.bcs = g->ars;
+    t.ca = g->cb;
+    t.cb = g->ca;
     return (gemm_plan){t, 1, g->ldc};
 }
 
@@ -115,17 +117,23 @@ static void gemm_block(const gemm_plan *pl, int64_t i0, int64_t i1, int64_t j0, 
     int s = slot_of(g->dt);
     const nb_gemm_kern *kk = &nb__cpu_kernels()->gemm[s];
     int64_t es = (int64_t)nb_dtype_size(g->dt), kcb = kc_of(s, g->k);
-    bool direct = g->bcs == 1 && i1 - i0 <= DIRECT_M;
+    bool direct = !g->cb && g->bcs == 1 && i1 - i0 <= DIRECT_M;
     char *bpack = ws, *apack = ws + ceil_div(min64(NC[s], g->n), kk->nr) * kk->nr * kcb * es;
     for (int64_t jc = j0; jc < j1; jc += NC[s]) {
         int64_t nc = min64(NC[s], j1 - jc), nd = direct ? nc - nc % kk->nr : 0; /* nd: read in place */
         for (int64_t pc = 0; pc < g->k; pc += kcb) {
             int64_t kc = min64(kcb, g->k - pc);
-            const char *bsrc = (const char *)g->b + (pc * g->brs + jc * g->bcs) * es;
-            if (nd < nc) kk->pack_b(bpack + nd * kc * es, bsrc + nd * g->bcs * es, g->bcs, g->brs, nc - nd, kc);
+            const char *bsrc = g->cb ? NULL : (const char *)g->b + (pc * g->brs + jc * g->bcs) * es;
+            if (g->cb)
+                nb__gemm_pack_codes(g->cb, (float *)bpack, jc, nc, pc, kc, kk->nr);
+            else if (nd < nc)
+                kk->pack_b(bpack + nd * kc * es, bsrc + nd * g->bcs * es, g->bcs, g->brs, nc - nd, kc);
             for (int64_t ic = i0; ic < i1; ic += MC[s]) {
                 int64_t mc = min64(MC[s], i1 - ic);
-                kk->pack_a(apack, (const char *)g->a + (ic * g->ars + pc * g->acs) * es, g->ars, g->acs, mc, kc);
+                if (g->ca)
+                    nb__gemm_pack_codes(g->ca, (float *)apack, ic, mc, pc, kc, kk->mr);
+                else
+                    kk->pack_a(apack, (const char *)g->a + (ic * g->ars + pc * g->acs) * es, g->ars, g->acs, mc, kc);
                 for (int64_t ir = 0; ir < mc; ir += kk->mr)
                     for (int64_t jr = 0; jr < nc; jr += kk->nr)
                         tile_at(kk, (size_t)es, kc, apack + ir * kc * es,

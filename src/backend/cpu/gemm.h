@@ -2,13 +2,23 @@
 #ifndef NB_CPU_GEMM_H
 #define NB_CPU_GEMM_H
 
-#include "../../core/internal.h"
+#include "../../core/lowp.h"
+
+/** An operand read from low-precision codes (O10): row r, column p of it is
+ *  decode(code[r, p]) · scale(r, p) as row->fmt and row->layout say; codes
+ *  [rows, K·bits/8] and scales [rows, K/block] (NULL for TENSOR) contiguous. */
+typedef struct nb_gemm_codes {
+    const nb_lowp_row *row;
+    const uint8_t *codes, *scales;
+} nb_gemm_codes;
 
 /**
  * One product C[m x n] = A[m x k] B[k x n] (alpha = 1, beta = 0: C is
  * overwritten).  A(i, p) = a[i*ars + p*acs], B(p, j) = b[p*brs + j*bcs]
  * (element strides: any value, including 0 and negative); C(i, j) =
  * c[i*ldc + j] (contiguous rows).  dt is NB_F32 or NB_F64 for all three.
+ * With ca (cb) set, A(i, p) (B(p, j)) is instead row i (j), column p of
+ * those codes, decoded into the packed panels (dt NB_F32; a (b) unused).
  */
 typedef struct nb_gemm {
     nb_dtype dt;
@@ -19,7 +29,12 @@ typedef struct nb_gemm {
     int64_t brs, bcs;
     void *c;
     int64_t ldc;
+    const nb_gemm_codes *ca, *cb;
 } nb_gemm;
+
+/** Pack rows r0 .. r0+len of a codes operand, columns p0 .. p0+kc, decoded, as the GEMM's
+ *  panels of w rows: dst[(i / w) * w * kc + p * w + i % w], zeros past len (quant.c). */
+void nb__gemm_pack_codes(const nb_gemm_codes *c, float *dst, int64_t r0, int64_t len, int64_t p0, int64_t kc, int w);
 
 /** Bytes of workspace one thread of nb__gemm needs for g's sizes and dtype. */
 size_t nb__gemm_ws_size(const nb_gemm *g);

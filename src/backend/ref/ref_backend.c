@@ -4,6 +4,7 @@
  * thread.  It is the oracle the tests compare the CPU backend against.
  */
 #include "ref_attention.h"
+#include "ref_quant.h"
 #include "ref_linalg.h"
 #include "../../ops/op_eval.h"
 
@@ -260,4 +261,7 @@ const nb_backend nb__ref_backend = {
     .window = ref_window,
     .linalg = nb__ref_linalg,
     .attention = nb__ref_attention,
+    .quantize = nb__ref_quantize,
+    .dequantize = nb__ref_dequantize,
+    .scaled_matmul = nb__ref_scaled_matmul,
 };
