@@ -783,8 +783,11 @@ typedef struct nb_attention_opts {
  * sliding-window attention in f32/f64 without a soft-cap run a fused kernel (the ATTENTION op, in
  * the manner of FlashAttention, Dao et al. 2022: tiles of queries and keys, an online softmax, no
  * [Lq, Lk] score tensor, the tiles past a causal diagonal skipped); the other masks, soft-capped
- * scores and half precision are computed from the op table's ops.  The gradient recomputes the
- * probabilities from q and k (forming [Lq, Lk] for the batch; not tiled).  Differentiable,
+ * scores and half precision are computed from the op table's ops.  The kernel's gradient in an
+ * eager backward pass (without create_graph) is tiled too (FlashAttention-2's backward: the
+ * probabilities recomputed per tile from the forward's row logsumexps, no [Lq, Lk] tensor);
+ * traced, in transforms and with create_graph it is written with public ops (so it can be
+ * differentiated again), forming [Lq, Lk] for the batch.  Differentiable,
  * traceable and batchable either way.  Errors: NB_ERR_SHAPE (ranks, sizes, heads, a mask tensor's shape),
  * NB_ERR_DTYPE (q, k, v of several or non-float dtypes; a mask tensor of the wrong kind), NB_ERR_ARG
  * (window < 1, a negative or NaN soft-cap, a NaN or infinite scale, unknown mask kind), NB_ERR_NULL.

@@ -689,6 +689,9 @@ static const struct {
 } GRAPH_GRAD_DIFFERS[] = {
     {"cumprod", "traced, the rule cannot count zeros in data and takes the O(L^2) pairs form wherever the axis is "
                 "static (vjp_reduce.c); the tape without create_graph takes the O(L) form (divisions, masked zeros)"},
+    {"scaled_dot_product_attention", "the tape without create_graph runs the tiled attention_backward kernel (tiles of "
+                                     "queries and keys, float sums in its own order); traced, the rule is written with "
+                                     "public ops (vjp_attention.c)"},
 };
 
 static bool graph_grad_differs(const char *key) {
@@ -901,6 +904,7 @@ static const struct {
     {"bernoulli", "draws come from nabla's generator, not torch's; test_nn_ops checks dropout's statistics"},
     {"attention", "the kernel scaled_dot_product_attention runs for its unmasked, causal and sliding-window cases, "
                   "whose golden cases reach it"},
+    {"attention_backward", "the kernel of attention's eager gradient: the golden gradients of those cases reach it"},
 };
 enum { NNO_GOLDEN = sizeof NO_GOLDEN / sizeof NO_GOLDEN[0] };
 

@@ -235,7 +235,6 @@ static void traced_and_compiled(void **state) {
     assert_close(outs[0], NBT(nb_scaled_matmul(&qe, &qw, NB_F32)), 0, 0);
     assert_close(outs[1], qe.codes, 0, 0);
     assert_close(outs[2], NBT(nb_dequantize(&qe, NB_F32)), 0, 0);
-    for (int i = 0; i < 3; i++) nb_release(outs[i]);
     nb_compiled_release(cp);
     nb_graph_release(g);
 }
@@ -261,7 +260,6 @@ static void vmap_per_example_scales(void **state) {
         assert_int_equal(nb_quantize(NBT(nb_select(x, 1, b)), NB_FMT_F8E5M2, NB_SCALE_TENSOR, &qb), NB_OK);
         assert_close(NBT(nb_select(y, 0, b)), NBT(nb_dequantize(&qb, NB_F32)), 0, 0);
     }
-    nb_release(y);
     nb_compiled_release(cp);
     /* a symbolic batch cannot run once per example */
     assert_null(nb_func_vmap(f, 1, (const char *[]){"x"}, (int[]){0}, nb_dim("N"), NULL));

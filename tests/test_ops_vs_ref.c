@@ -1070,7 +1070,7 @@ static void attention_case(nb_dtype dt, const int64_t *qs, const int64_t *ks, in
 static void check_attention(nb_op op) {
     (void)op;
     const int64_t q1[] = {2, 4, 70, 16}, k1[] = {2, 2, 300, 16}, q2[] = {1, 3, 129, 8}, k2[] = {1, 3, 129, 8};
-    const int64_t q0[] = {1, 2, 0, 4}, k0[] = {1, 2, 0, 4};
+    const int64_t q0[] = {2, 4, 0, 16}, k0[] = {2, 2, 0, 16}; /* with k1 and q1 */
     for (int m = 0; m < 3; m++) {
         nb_attn_mask mask = (nb_attn_mask)m; /* NONE, CAUSAL, SLIDING */
         attention_case(NB_F32, q1, k1, 8, mask, 37, false);
@@ -1078,6 +1078,44 @@ static void check_attention(nb_op op) {
         attention_case(NB_F64, q2, k2, 8, mask, 1, false);
         attention_case(NB_F32, q0, k1, 8, mask, 3, false);
         attention_case(NB_F64, q1, k0, 8, mask, 3, false); /* no keys: zeros */
+    }
+}
+
+/* ATTENTION_BACKWARD: the tiled gradient against the reference's plain one (which recomputes
+ * the probabilities itself), from the CPU forward's output and logsumexps */
+static void attention_backward_case(nb_dtype dt, const int64_t *qs, const int64_t *ks, int64_t dv, nb_attn_mask mask,
+                                    int64_t window) {
+    nb_scope_begin();
+    describe("attention_backward", dt, L_CONTIG, qs, 4, mask == NB_ATTN_MASK_NONE ? "none" : "masked");
+    int64_t vs[4] = {ks[0], ks[1], ks[2], dv}, os[4] = {qs[0], qs[1], qs[2], dv};
+    nb_tensor *in[6] = {NBT(nb_cast(NBT(nb_randn(qs, 4, NB_F64)), dt)), NBT(nb_cast(NBT(nb_randn(ks, 4, NB_F64)), dt)),
+                        NBT(nb_cast(NBT(nb_randn(vs, 4, NB_F64)), dt))};
+    nb_attrs a = {.sub = (int)mask, .i = {window}, .ni = 1, .f = {0.3}};
+    nb_tensor *fw[NB_MAX_OUTS] = {NULL};
+    if (nb__apply_n(NB_OP_ATTENTION, in, 3, &a, fw) != 2) fail_msg("%s", nb_last_message());
+    in[3] = nb__own(fw[0]);
+    in[4] = NBT(nb_cast(NBT(nb_randn(os, 4, NB_F64)), dt));
+    in[5] = nb__own(fw[1]);
+    nb_tensor *rin[6], *c[NB_MAX_OUTS] = {NULL}, *r[NB_MAX_OUTS] = {NULL};
+    for (int i = 0; i < 6; i++) rin[i] = NBT(nb_to_device(in[i], NB_REF));
+    assert_int_equal(nb__apply_n(NB_OP_ATTENTION_BACKWARD, in, 6, &a, c), 3);
+    assert_int_equal(nb__apply_n(NB_OP_ATTENTION_BACKWARD, rin, 6, &a, r), 3);
+    for (int i = 0; i < 3; i++) /* sums over up to Lk (dq) or Lq · heads (dk, dv) products */
+        expect_same(nb__own(c[i]), nb__own(r[i]), dt == NB_F64 ? 1e-10 : 1e-4, dt == NB_F64 ? 1e-11 : 1e-4);
+    nb_scope_end();
+}
+
+static void check_attention_backward(nb_op op) {
+    (void)op;
+    const int64_t q1[] = {2, 4, 70, 16}, k1[] = {2, 2, 300, 16}, q2[] = {1, 3, 129, 8}, k2[] = {1, 3, 129, 8};
+    const int64_t q0[] = {2, 4, 0, 16}, k0[] = {2, 2, 0, 16}; /* with k1 and q1 */
+    for (int m = 0; m < 3; m++) {
+        nb_attn_mask mask = (nb_attn_mask)m;
+        attention_backward_case(NB_F32, q1, k1, 8, mask, 37);
+        attention_backward_case(NB_F64, q1, k1, 5, mask, 300);
+        attention_backward_case(NB_F64, q2, k2, 8, mask, 1);
+        attention_backward_case(NB_F32, q0, k1, 8, mask, 3);  /* no queries: zero dk, dv */
+        attention_backward_case(NB_F64, q1, k0, 8, mask, 3);  /* no keys: zero dq */
     }
 }
 
@@ -1151,6 +1189,7 @@ static const ocase OTHER[] = {
     {NB_OP_FOLD, check_window},        {NB_OP_MAX_POOL2D, check_window},  {NB_OP_MAX_UNPOOL2D, check_window},
     {NB_OP_CHOLESKY, check_linalg},    {NB_OP_SOLVE_TRIANGULAR, check_linalg}, {NB_OP_SOLVE, check_linalg},
     {NB_OP_SLOGDET, check_linalg},     {NB_OP_ATTENTION, check_attention},
+    {NB_OP_ATTENTION_BACKWARD, check_attention_backward},
     {NB_OP_QUANTIZE, check_quant},     {NB_OP_DEQUANTIZE, check_quant},   {NB_OP_SCALED_MATMUL, check_quant},
 };
 #define NOTHER (sizeof OTHER / sizeof OTHER[0])

@@ -1,9 +1,12 @@
 /*
- * vjp_attention.c — the derivative rule of the ATTENTION kernel, written with public ops: the
- * probabilities are recomputed from q and k (not stored by the forward pass), then the usual
- * softmax-attention adjoints (Vaswani et al. 2017; as FlashAttention's backward, Dao et al. 2022,
- * eq. in §B.2, without its tiling): dV = Pᵀ g, dP = g Vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)),
- * dQ = scale · dS K, dK = scale · dSᵀ Q — the query heads of a key head summed (grouped-query).
+ * vjp_attention.c — the derivative rule of the ATTENTION kernel: the usual softmax-attention
+ * adjoints (Vaswani et al. 2017; FlashAttention's backward, Dao et al. 2022, §B.2): dV = Pᵀ g,
+ * dP = g Vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)), dQ = scale · dS K, dK = scale · dSᵀ Q — the query
+ * heads of a key head summed (grouped-query).  In an eager backward pass that records nothing
+ * (no create_graph) the tiled ATTENTION_BACKWARD kernel computes them from the forward's row
+ * logsumexps without an [Lq, Lk] tensor; elsewhere (graphs, transforms, create_graph: where the
+ * gradient must itself be differentiable) they are written with public ops, the probabilities
+ * recomputed from q and k.
  */
 #include "vjp.h"
 
@@ -11,6 +14,14 @@ static nb_tensor *mT(nb_tensor *t) { return nb_transpose(t, -2, -1); }
 
 nb_status nb__vjp_attention(const nb_node *n, nb_tensor *g, nb_tensor **gin) {
     nb_tensor *q = n->in[0], *k = n->in[1], *v = n->in[2];
+    if (!nb__interp_top() && !nb__should_record((nb_tensor *[]){q, k, v, g}, 4)) {
+        nb_tensor *o[NB_MAX_OUTS] = {NULL}, *g0 = nb_cast(g, nb_dtype_of(q)); /* lse: n->in[3] */
+        nb_attrs a = n->attrs;
+        if (!g0 || nb__apply_n(NB_OP_ATTENTION_BACKWARD, (nb_tensor *[]){q, k, v, n->out, g0, n->in[3]}, 6, &a, o) < 0)
+            return nb_last_status();
+        for (int i = 0; i < 3; i++) gin[i] = nb__own(o[i]);
+        return NB_OK;
+    }
     const int64_t *qs = nb_shape(q), *ks = nb_shape(k), *vs = nb_shape(v);
     int64_t b = qs[0], hq = qs[1], lq = qs[2], d = qs[3], hkv = ks[1], lk = ks[2], dv = vs[3];
     int64_t rows = nb_dim_mul(hq / hkv, lq); /* the query heads of a key head, side by side */

@@ -71,10 +71,18 @@ struct nb_backend {
     /** out [B, Hq, Lq, Dv] = softmax(scale · q kᵀ, masked) v for contiguous q [B, Hq, Lq, D],
      *  k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] and out, all f32 or all f64; query head h reads key
      *  head h / (Hq / Hkv).  mask: NB_ATTN_MASK_NONE, CAUSAL (key j <= query i) or SLIDING
-     *  (i - window < j <= i); a query without keys gets zeros.  NULL: the backend has none
-     *  (the op is then computed from its parts). */
-    nb_status (*attention)(nb_tensor *out, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v, int mask,
-                           int64_t window, double scale);
+     *  (i - window < j <= i); a query without keys gets zeros.  lse [B, Hq, Lq] (out's dtype)
+     *  gets each query's log Σ_j exp(scale · q·k_j) over the keys it sees (-inf for none).  NULL:
+     *  the backend has none (the op is then computed from its parts). */
+    nb_status (*attention)(nb_tensor *out, nb_tensor *lse, const nb_tensor *q, const nb_tensor *k,
+                           const nb_tensor *v, int mask, int64_t window, double scale);
+    /** The gradients dq, dk, dv (shaped like q, k, v; every element written) of attention's out
+     *  with gradient dout, from in = {q, k, v, out, dout, lse} (contiguous, one float dtype), the
+     *  same mask, window and scale as the forward: P = exp(scale q kᵀ − lse), dV = Pᵀ dout,
+     *  dS = P ⊙ (dout vᵀ − rowsum(dout ⊙ out)), dQ = scale dS k, dK = scale dSᵀ q (the query
+     *  heads of a key head summed).  Required with attention. */
+    nb_status (*attention_backward)(nb_tensor *dq, nb_tensor *dk, nb_tensor *dv, const nb_tensor *const *in,
+                                    int mask, int64_t window, double scale);
     /** Low-precision codes (O10; src/ops/quant.c): contiguous tensors of `rows` rows, each row
      *  described by r (format, layout, logical K, the TENSOR or NVFP4 global scale; see lowp.h).
      *  quantize:   x f32 [rows, K] -> codes u8 [rows, K·bits/8] (packed), scales u8

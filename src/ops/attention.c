@@ -11,6 +11,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 /* A scoped rank-0 tensor of value v and dtype dt on like's device. */
 static nb_tensor *value_on(const nb_tensor *like, double v, nb_dtype dt) {
@@ -152,8 +153,11 @@ nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_op
     return nb_where(empty, zero, nb_softmax(nb_where(empty, zero, s), -1));
 }
 
-/* ---- the ATTENTION kind: in {q, k, v}; attrs.sub the mask (NONE, CAUSAL, SLIDING), i[0] the
- * window, f[0] the scale (0: 1/sqrt(D), worked out when it runs, so a symbolic D works) ---- */
+/* ---- the ATTENTION kind: attrs.sub the mask (NONE, CAUSAL, SLIDING), i[0] the window, f[0] the
+ * scale (0: 1/sqrt(D), worked out when it runs, so a symbolic D works).
+ * ATTENTION:          in {q, k, v}; out {the attention [B, Hq, Lq, Dv], the logsumexp of each
+ *                     query's scaled scores [B, Hq, Lq] (-inf for a query without keys)}.
+ * ATTENTION_BACKWARD: in {q, k, v, out, dout, lse}; out {dq, dk, dv}. ---- */
 
 static int infer_attention(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_meta *m) {
     (void)n;
@@ -163,6 +167,18 @@ static int infer_attention(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, n
     if (q->dtype != NB_F32 && q->dtype != NB_F64) {
         nb__error(NB_ERR_DTYPE, "%s: float32 or float64, got %s", name, nb_dtype_name(q->dtype));
         return -1;
+    }
+    if (op == NB_OP_ATTENTION_BACKWARD) { /* out and dout [B, Hq, Lq, Dv], lse [B, Hq, Lq] */
+        int64_t ws[4] = {q->shape[0], q->shape[1], q->shape[2], v->shape[3]};
+        for (int i = 3; i < 6; i++) {
+            bool ok = in[i]->dtype == q->dtype && in[i]->ndim == (i == 5 ? 3 : 4) &&
+                      !memcmp(in[i]->shape, ws, sizeof(int64_t) * (size_t)in[i]->ndim);
+            if (!ok) {
+                nb__error(NB_ERR_SHAPE, "%s: input %d %s %s does not fit q %s and v %s", name, i,
+                          nb_dtype_name(in[i]->dtype), NB_SHAPE_STR(in[i]), NB_SHAPE_STR(q), NB_SHAPE_STR(v));
+                return -1;
+            }
+        }
     }
     if (!nb__backend_of(q)->attention) {
         nb__error(NB_ERR_UNSUPPORTED, "%s: backend '%s' has no attention kernel", name, nb__backend_of(q)->name);
@@ -174,28 +190,41 @@ static int infer_attention(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, n
                   (long long)a->i[0]);
         return -1;
     }
-    nb__meta_of(m, q);
-    m->shape[3] = v->shape[3];
-    m->weak = false;
-    return 1;
+    if (op == NB_OP_ATTENTION_BACKWARD) {
+        for (int i = 0; i < 3; i++) {
+            nb__meta_of(&m[i], in[i]);
+            m[i].weak = false;
+        }
+        return 3;
+    }
+    nb__meta_of(&m[0], q);
+    m[0].shape[3] = v->shape[3];
+    m[0].weak = false;
+    m[1] = m[0];
+    m[1].ndim = 3;
+    return 2;
 }
 
 static nb_status exec_attention(nb_op op, nb_tensor *const *in, int n, const nb_attrs *a, const nb_meta *m,
                                 int nout, nb_tensor **out) {
-    (void)op;
-    (void)n;
-    (void)nout;
-    nb_tensor *t[3] = {nb__dense(in[0]), nb__dense(in[1]), nb__dense(in[2])};
-    nb_tensor *r = t[0] && t[1] && t[2] ? nb__meta_new(m, in[0]->storage->device) : NULL;
+    const nb_backend *be = nb__backend_of(in[0]);
+    nb_tensor *t[6] = {NULL}, *r[3] = {NULL};
+    nb_status st = NB_OK;
+    for (int i = 0; i < n && st == NB_OK; i++)
+        if (!(t[i] = nb__dense(in[i]))) st = nb_last_status();
+    for (int j = 0; j < nout && st == NB_OK; j++)
+        if (!(r[j] = nb__meta_new(&m[j], in[0]->storage->device))) st = nb_last_status();
     double scale = a->f[0] != 0 ? a->f[0] : 1.0 / sqrt((double)in[0]->shape[3]);
-    nb_status st = r ? nb__backend_of(in[0])->attention(r, t[0], t[1], t[2], a->sub, a->i[0], scale) : nb_last_status();
-    for (int i = 0; i < 3; i++) nb_release(t[i]);
-    if (st != NB_OK) {
-        nb_release(r);
-        return st;
+    if (st == NB_OK && op == NB_OP_ATTENTION)
+        st = be->attention(r[0], r[1], t[0], t[1], t[2], a->sub, a->i[0], scale);
+    else if (st == NB_OK)
+        st = be->attention_backward(r[0], r[1], r[2], (const nb_tensor *const *)t, a->sub, a->i[0], scale);
+    for (int i = 0; i < n; i++) nb_release(t[i]);
+    for (int j = 0; j < nout; j++) {
+        if (st != NB_OK) nb_release(r[j]);
+        out[j] = st == NB_OK ? r[j] : NULL;
     }
-    out[0] = r;
-    return NB_OK;
+    return st;
 }
 
 const nb_kind_impl nb__kind_attention = {infer_attention, exec_attention};

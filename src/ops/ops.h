@@ -66,7 +66,7 @@ extern const nb_op_info nb__ops[NB_OP_COUNT];
  * node instead.  Composite ops are written with public ops and so reach the
  * same point for each primitive they use. */
 
-#define NB_MAX_OUTS 2
+#define NB_MAX_OUTS 3
 
 /** Metadata of one op result, from an infer rule (no data access). */
 typedef struct nb_meta {

@@ -20,7 +20,7 @@
 enum { TQ = 64, TK = 256 };
 
 typedef struct at_ctx {
-    const nb_tensor *out, *q, *k, *v;
+    const nb_tensor *out, *lse, *q, *k, *v;
     int mask;
     int64_t window, hq, hkv, lq, lk, d, dv, nqt;
     double scale;
@@ -63,6 +63,7 @@ AT_ROWS(double)
         const T *k = (const T *)nb__ptr(c->k) + (b * c->hkv + kvh) * c->lk * d;                              \
         const T *v = (const T *)nb__ptr(c->v) + (b * c->hkv + kvh) * c->lk * dv;                             \
         T *out = (T *)nb__ptr(c->out) + ((b * c->hq + h) * c->lq + i0) * dv;                                 \
+        T *lse = (T *)nb__ptr(c->lse) + (b * c->hq + h) * c->lq + i0;                                         \
         T *qs = (T *)(ws + c->ws_gemm), *s = qs + TQ * d, *ot = s + TQ * TK, *acc = ot + TQ * dv;            \
         double *mx = (double *)(acc + TQ * dv), *sum = mx + TQ;                                               \
         for (int64_t r = 0; r < rows * d; r++) qs[r] = (T)(q[r] * c->scale);                                \
@@ -104,9 +105,11 @@ AT_ROWS(double)
             nb__gemm(&gv, ws, 1);                                                                              \
             for (int64_t e = 0; e < rows * dv; e++) acc[e] += ot[e];                                           \
         }                                                                                                      \
-        for (int64_t r = 0; r < rows; r++)                                                                     \
+        for (int64_t r = 0; r < rows; r++) {                                                                   \
             for (int64_t e = 0; e < dv; e++)                                                                   \
                 out[r * dv + e] = sum[r] != 0 ? (T)(acc[r * dv + e] / sum[r]) : (T)0; /* NaN stays */       \
+            lse[r] = sum[r] != 0 ? (T)(mx[r] + log(sum[r])) : (T)-INFINITY;                                   \
+        }                                                                                                      \
     }
 
 AT_DEFINE(float, NB_F32, tile_f32)
@@ -121,9 +124,9 @@ static void at_range(void *p, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-nb_status nb__cpu_attention(nb_tensor *out, const nb_tensor *q, const nb_tensor *k, const nb_tensor *v, int mask,
-                            int64_t window, double scale) {
-    at_ctx c = {out, q, k, v, mask, window, q->shape[1], k->shape[1], q->shape[2], k->shape[2], q->shape[3],
+nb_status nb__cpu_attention(nb_tensor *out, nb_tensor *lse, const nb_tensor *q, const nb_tensor *k,
+                            const nb_tensor *v, int mask, int64_t window, double scale) {
+    at_ctx c = {out, lse, q, k, v, mask, window, q->shape[1], k->shape[1], q->shape[2], k->shape[2], q->shape[3],
                 v->shape[3], (q->shape[2] + TQ - 1) / TQ, scale, NULL, 0, 0, NULL};
     int slot = out->dtype == NB_F64;
     size_t es = nb_dtype_size(out->dtype);
@@ -142,5 +145,162 @@ nb_status nb__cpu_attention(nb_tensor *out, const nb_tensor *q, const nb_tensor 
     c.ws = (char *)(((uintptr_t)base + 63) / 64 * 64); /* the GEMM workspace: 64-byte aligned */
     nb__parallel_chunks(tasks, chunks, at_range, &c);
     nb__buf_free(base, c.ws_chunk * (size_t)chunks + 64);
+    return NB_OK;
+}
+
+/* ---- the gradient (FlashAttention-2's backward, Dao 2023, Algorithm 2, with its loops swapped
+ * so that one task owns a query head): for each tile of TQ queries and each tile of TK keys it
+ * sees, P = exp(S − lse) from the scores recomputed by the GEMM, then dV_j += Pᵀ dO_i,
+ * dP = dO_i V_jᵀ, dS = P ⊙ (dP − rowsum(dO_i ⊙ O_i)), dQ_i += dS K_j, dK_j += dSᵀ (scale Q_i): five
+ * GEMMs per tile pair and no [Lq, Lk] tensor.  A task writes its query head's dQ and (one query
+ * head per key head) that key head's dK and dV; with grouped heads each task writes its own
+ * dK, dV buffers, summed over the group in head order afterwards — the same sums for any thread
+ * count. ---- */
+
+typedef struct atb_ctx {
+    const nb_tensor *const *in; /* q, k, v, out, dout, lse */
+    nb_tensor *gq, *gk, *gv; /* dq, dk, dv */
+    char *bufs; /* grouped heads: per query head [Lk, D] then [Lk, Dv] */
+    int mask;
+    int64_t window, bn, hq, hkv, lq, lk, d, dv;
+    double scale;
+    char *ws;
+    size_t ws_gemm, ws_chunk;
+    nb_k_unary exp_kernel;
+} atb_ctx;
+
+/* y[0..n) += x[0..n) */
+#define ATB_ADD(T) \
+    static void add_##T(T *restrict y, const T *restrict x, int64_t n) { for (int64_t i = 0; i < n; i++) y[i] += x[i]; }
+ATB_ADD(float)
+ATB_ADD(double)
+
+#define ATB_DEFINE(T, DT, NAME)                                                                                  \
+    static void NAME(const atb_ctx *c, int64_t task, char *ws) {                                              \
+        int64_t d = c->d, dv = c->dv, h = task % c->hq, b = task / c->hq, grp = c->hq / c->hkv, kvh = h / grp; \
+        int64_t qo = (b * c->hq + h) * c->lq, ko = (b * c->hkv + kvh) * c->lk;                               \
+        const T *q = (const T *)nb__ptr(c->in[0]) + qo * d, *k = (const T *)nb__ptr(c->in[1]) + ko * d;        \
+        const T *v = (const T *)nb__ptr(c->in[2]) + ko * dv, *o = (const T *)nb__ptr(c->in[3]) + qo * dv;      \
+        const T *g = (const T *)nb__ptr(c->in[4]) + qo * dv, *lse = (const T *)nb__ptr(c->in[5]) + qo;        \
+        T *dq = (T *)nb__ptr(c->gq) + qo * d;                                                                   \
+        T *dk = grp == 1 ? (T *)nb__ptr(c->gk) + ko * d : (T *)c->bufs + task * c->lk * (d + dv);             \
+        T *dvv = grp == 1 ? (T *)nb__ptr(c->gv) + ko * dv : dk + c->lk * d;                                   \
+        T *qs = (T *)(ws + c->ws_gemm), *p = qs + TQ * d, *dp = p + TQ * TK, *tmp = dp + TQ * TK;             \
+        T *dqa = tmp + TK * (d > dv ? d : dv);                                                                  \
+        double *dr = (double *)(dqa + TQ * d);                                                                  \
+        memset(dk, 0, sizeof(T) * (size_t)(c->lk * d));                                                         \
+        memset(dvv, 0, sizeof(T) * (size_t)(c->lk * dv));                                                       \
+        for (int64_t i0 = 0; i0 < c->lq; i0 += TQ) {                                                           \
+            int64_t rows = c->lq - i0 < TQ ? c->lq - i0 : TQ;                                                  \
+            const T *qi = q + i0 * d, *gi = g + i0 * dv;                                                       \
+            for (int64_t r = 0; r < rows * d; r++) qs[r] = (T)(qi[r] * c->scale);                             \
+            for (int64_t r = 0; r < rows; r++) {                                                               \
+                double s = 0;                                                                                  \
+                for (int64_t e = 0; e < dv; e++) s += (double)gi[r * dv + e] * o[(i0 + r) * dv + e];          \
+                dr[r] = s;                                                                                     \
+            }                                                                                                  \
+            memset(dqa, 0, sizeof(T) * (size_t)(rows * d));                                                   \
+            int64_t jlo = 0, jhi = c->lk;                                                                      \
+            if (c->mask != NB_ATTN_MASK_NONE && i0 + rows < jhi) jhi = i0 + rows;                             \
+            if (c->mask == NB_ATTN_MASK_SLIDING && i0 - c->window + 1 > 0) jlo = i0 - c->window + 1;         \
+            for (int64_t j0 = jlo; j0 < jhi; j0 += TK) {                                                      \
+                int64_t cols = jhi - j0 < TK ? jhi - j0 : TK;                                                 \
+                nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, p, TK, NULL, NULL};              \
+                nb__gemm(&gs, ws, 1);                                                                          \
+                for (int64_t r = 0; r < rows; r++) { /* P = exp(S - lse) where the query sees the key */     \
+                    T *row = p + r * TK;                                                                       \
+                    int64_t i = i0 + r, lo = 0, hi = cols;                                                     \
+                    if (c->mask != NB_ATTN_MASK_NONE && i - j0 + 1 < hi) hi = i - j0 + 1;                     \
+                    if (c->mask == NB_ATTN_MASK_SLIDING && i - c->window + 1 - j0 > lo) lo = i - c->window + 1 - j0; \
+                    if (hi < lo || lse[i] == -INFINITY) hi = lo;                                               \
+                    for (int64_t j = 0; j < lo; j++) row[j] = 0;                                               \
+                    for (int64_t j = hi; j < cols; j++) row[j] = 0;                                            \
+                    for (int64_t j = lo; j < hi; j++) row[j] -= lse[i];                                        \
+                    c->exp_kernel(hi - lo, (char *)(row + lo), sizeof(T), (const char *)(row + lo), sizeof(T), 0, 0); \
+                }                                                                                              \
+                nb_gemm gv = {DT, cols, dv, rows, p, 1, TK, gi, dv, 1, tmp, dv, NULL, NULL}; /* Pᵀ dO */       \
+                nb__gemm(&gv, ws, 1);                                                                          \
+                add_##T(dvv + j0 * dv, tmp, cols * dv);                                                        \
+                nb_gemm gp = {DT, rows, cols, dv, gi, dv, 1, v + j0 * dv, 1, dv, dp, TK, NULL, NULL}; /* dO Vᵀ */ \
+                nb__gemm(&gp, ws, 1);                                                                          \
+                for (int64_t r = 0; r < rows; r++) {                                                           \
+                    T dri = (T)dr[r], *pr = p + r * TK, *sr = dp + r * TK;                                     \
+                    for (int64_t j = 0; j < cols; j++) sr[j] = pr[j] * (sr[j] - dri);                         \
+                }                                                                                              \
+                nb_gemm gq = {DT, rows, d, cols, dp, TK, 1, k + j0 * d, d, 1, tmp, d, NULL, NULL}; /* dS K */   \
+                nb__gemm(&gq, ws, 1);                                                                          \
+                add_##T(dqa, tmp, rows * d);                                                                   \
+                nb_gemm gk = {DT, cols, d, rows, dp, 1, TK, qs, d, 1, tmp, d, NULL, NULL}; /* dSᵀ (scale Q) */  \
+                nb__gemm(&gk, ws, 1);                                                                          \
+                add_##T(dk + j0 * d, tmp, cols * d);                                                           \
+            }                                                                                                  \
+            for (int64_t r = 0; r < rows * d; r++) dq[i0 * d + r] = (T)(dqa[r] * c->scale);                   \
+        }                                                                                                      \
+    }
+
+ATB_DEFINE(float, NB_F32, grad_f32)
+ATB_DEFINE(double, NB_F64, grad_f64)
+
+static void atb_range(void *p, int64_t lo, int64_t hi, int tid) {
+    const atb_ctx *c = p;
+    char *ws = c->ws + (size_t)tid * c->ws_chunk;
+    for (int64_t t = lo; t < hi; t++) {
+        if (c->gq->dtype == NB_F32) grad_f32(c, t, ws);
+        else grad_f64(c, t, ws);
+    }
+}
+
+/* Grouped heads: dk, dv of key head (b, kvh) = the sum of its query heads' buffers, in head order. */
+static void atb_reduce(void *p, int64_t lo, int64_t hi, int tid) {
+    (void)tid;
+    const atb_ctx *c = p;
+    size_t es = nb_dtype_size(c->gq->dtype);
+    int64_t grp = c->hq / c->hkv, per = c->lk * (c->d + c->dv);
+    for (int64_t t = lo; t < hi; t++) { /* t = b * hkv + kvh */
+        char *dst[2] = {nb__ptr(c->gk) + (size_t)(t * c->lk * c->d) * es, nb__ptr(c->gv) + (size_t)(t * c->lk * c->dv) * es};
+        int64_t n[2] = {c->lk * c->d, c->lk * c->dv};
+        for (int part = 0; part < 2; part++)
+            for (int64_t m = 0; m < grp; m++) {
+                const char *src = c->bufs + (size_t)(t * grp + m) * (size_t)per * es + (part ? (size_t)n[0] * es : 0);
+                if (m == 0) memcpy(dst[part], src, (size_t)n[part] * es);
+                else if (es == 4) add_float((float *)dst[part], (const float *)src, n[part]);
+                else add_double((double *)dst[part], (const double *)src, n[part]);
+            }
+    }
+}
+
+nb_status nb__cpu_attention_backward(nb_tensor *dq, nb_tensor *dk, nb_tensor *dv, const nb_tensor *const *in,
+                                     int mask, int64_t window, double scale) {
+    const nb_tensor *q = in[0], *k = in[1], *v = in[2];
+    atb_ctx c = {.in = in, .gq = dq, .gk = dk, .gv = dv, .mask = mask, .window = window, .bn = q->shape[0],
+                 .hq = q->shape[1], .hkv = k->shape[1], .lq = q->shape[2], .lk = k->shape[2], .d = q->shape[3],
+                 .dv = v->shape[3], .scale = scale};
+    size_t es = nb_dtype_size(q->dtype);
+    c.exp_kernel = nb__cpu_kernels()->unary[NB_OP_EXP][q->dtype == NB_F64];
+    int64_t wmax = c.d > c.dv ? c.d : c.dv;
+    nb_gemm sizes[3] = {{.dt = q->dtype, .m = TQ, .n = TK, .k = wmax}, {.dt = q->dtype, .m = TK, .n = wmax, .k = TQ},
+                        {.dt = q->dtype, .m = TQ, .n = wmax, .k = TK}};
+    size_t gmax = 0;
+    for (int i = 0; i < 3; i++) gmax = nb__gemm_ws_size(&sizes[i]) > gmax ? nb__gemm_ws_size(&sizes[i]) : gmax;
+    c.ws_gemm = (gmax + 63) / 64 * 64;
+    size_t tiles = es * (size_t)(TQ * c.d + 2 * TQ * TK + TK * wmax + TQ * c.d) + sizeof(double) * TQ;
+    c.ws_chunk = (c.ws_gemm + tiles + 63) / 64 * 64;
+    int64_t tasks = c.bn * c.hq, chunks = 4 * (int64_t)nb_get_num_threads();
+    if (chunks > tasks) chunks = tasks;
+    if (tasks == 0 || c.lk == 0) { /* nothing to sum: zeros (no query: every gradient; no key: dq) */
+        memset(nb__ptr(dq), 0, (size_t)nb_numel(dq) * es);
+        memset(nb__ptr(dk), 0, (size_t)nb_numel(dk) * es);
+        memset(nb__ptr(dv), 0, (size_t)nb_numel(dv) * es);
+        return NB_OK;
+    }
+    size_t bufs = c.hq == c.hkv ? 0 : (size_t)(tasks * c.lk * (c.d + c.dv)) * es;
+    size_t total = c.ws_chunk * (size_t)chunks + 64 + bufs;
+    char *base = nb__buf_alloc(total);
+    if (!base) return nb__error(NB_ERR_OOM, "attention_backward: out of memory for the tiles' workspace");
+    c.ws = (char *)(((uintptr_t)base + 63) / 64 * 64);
+    c.bufs = bufs ? c.ws + c.ws_chunk * (size_t)chunks : NULL;
+    nb__parallel_chunks(tasks, chunks, atb_range, &c);
+    if (bufs) nb__parallel_chunks(c.bn * c.hkv, chunks < c.bn * c.hkv ? chunks : c.bn * c.hkv, atb_reduce, &c);
+    nb__buf_free(base, total);
     return NB_OK;
 }

@@ -752,6 +752,7 @@ const nb_backend nb__cpu_backend = {
     .window = nb__cpu_window,
     .linalg = nb__cpu_linalg,
     .attention = nb__cpu_attention,
+    .attention_backward = nb__cpu_attention_backward,
     .quantize = nb__cpu_quantize,
     .dequantize = nb__cpu_dequantize,
     .scaled_matmul = nb__cpu_scaled_matmul,

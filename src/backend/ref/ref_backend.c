@@ -261,6 +261,7 @@ const nb_backend nb__ref_backend = {
     .window = ref_window,
     .linalg = nb__ref_linalg,
     .attention = nb__ref_attention,
+    .attention_backward = nb__ref_attention_backward,
     .quantize = nb__ref_quantize,
     .dequantize = nb__ref_dequantize,
     .scaled_matmul = nb__ref_scaled_matmul,
