@@ -930,7 +930,9 @@ typedef struct nb_quantized {
  *       decode(code) · g (a block whose scale rounds to 0 gets zero codes).
  * Each code is the element divided by its scale (in float32) and encoded as nb_scaled_encode
  * does, except that finite values beyond the format's range saturate to ±max (the MX rule).
- * A NaN or infinite x makes the scale covering it NaN, so dequantizing gives NaN there.
+ * A NaN in x makes the scale covering it NaN and an infinite one makes it NaN (MX, NVFP4 blocks)
+ * or infinite (TENSOR); dequantizing then gives NaN wherever that scale applies.  An empty x gets
+ * the least scale 2^-126 (TENSOR, NVFP4).
  * Not differentiable (the codes are integers).  Errors: NB_ERR_NULL, NB_ERR_DTYPE (x not
  * float), NB_ERR_SHAPE (rank 0; K symbolic, or not a multiple of the block (32 MX, 16 NVFP4) or
  * of the packing (4 for 6-bit, 2 for 4-bit formats)), NB_ERR_ARG (an unknown format or layout,
@@ -947,10 +949,12 @@ nb_tensor *nb_dequantize(const nb_quantized *q, nb_dtype dt);
  * of low-precision GEMMs, as torch._scaled_mm's column-major b) -> [..., M, N] of float dtype
  * out_dtype.  a and b share a layout; their formats may differ (E4M3 · E5M2).  The CPU kernel
  * decodes the codes while packing the GEMM's panels (no float copy of either operand) and
- * accumulates in float32; the result equals a float64 matmul of the dequantized operands to
- * float32 rounding.  Not differentiable.  Errors: NB_ERR_NULL, NB_ERR_ARG (layouts differ, a
- * format), NB_ERR_SHAPE (b not 2-D, a not at least 2-D, K differs, codes and scales that do not
- * fit), NB_ERR_DTYPE (out_dtype not float; codes or scales of the wrong dtype).
+ * accumulates in float32, as a float32 GEMM of the dequantized operands would: within float32
+ * rounding of Σ|a||b| of a float64 matmul of them (scales so extreme that float32 products
+ * underflow or overflow give 0 or inf where float64 would not).  Not differentiable.  Errors: NB_ERR_NULL, NB_ERR_ARG (layouts differ, a
+ * format, a global scale given to a layout other than NVFP4), NB_ERR_SHAPE (b not 2-D, a not at
+ * least 2-D, K differs, codes and scales that do not fit), NB_ERR_DTYPE (out_dtype not float;
+ * codes or scales of the wrong dtype).
  */
 nb_tensor *nb_scaled_matmul(const nb_quantized *a, const nb_quantized *b, nb_dtype out_dtype);
 
@@ -1124,6 +1128,20 @@ nb_tensor *nb_detach(nb_tensor *t);
  * device.
  */
 nb_status nb_backward(nb_tensor *root, nb_tensor *seed, bool create_graph);
+/** A hook of nb_register_post_accumulate_grad_hook: ctx as registered, the leaf whose grad is final. */
+typedef void (*nb_grad_hook_fn)(void *ctx, nb_tensor *leaf);
+/**
+ * Call fn(ctx, leaf) in every nb_backward that reaches the tracked leaf, as soon as the pass has
+ * added its last contribution to the leaf's grad (torch's register_post_accumulate_grad_hook;
+ * what data-parallel training starts communicating on).  It runs on the thread of nb_backward,
+ * inside the pass; it may read the grad (nb_grad) but must not change it or start another pass.
+ * The leaf is retained until the hook is removed.  Returns an id > 0 for
+ * nb_remove_grad_hook, or 0 with NB_ERR_NULL (leaf or fn) or NB_ERR_STATE (leaf not a tracked
+ * leaf).  Hooks of one leaf run in registration order.
+ */
+int64_t nb_register_post_accumulate_grad_hook(nb_tensor *leaf, nb_grad_hook_fn fn, void *ctx);
+/** Remove hook id (releasing its leaf).  NB_ERR_ARG for an id not registered. */
+nb_status nb_remove_grad_hook(int64_t id);
 /**
  * Gradients of `root` with respect to `n` inputs (torch.autograd.grad), not
  * touching leaves' grad fields.  Writes n new references to grads_out (a
@@ -1376,6 +1394,90 @@ nb_tensor *nb_max_unpool2d(nb_tensor *x, nb_tensor *indices, int64_t out_h, int6
  * Padding must be at most half the kernel, as torch requires.
  */
 nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_window2d w, bool count_include_pad);
+
+/* ------------------------------------------------------------------------ */
+/* Data-parallel training over MPI (D1)                                     */
+/* ------------------------------------------------------------------------ */
+/*
+ * nabla runs its collectives on MPI (Open MPI from Debian) when it was built with it
+ * (nb_dist_available; `nabla doctor` says).  Without it, or before nb_dist_init, a process is a
+ * world of one: rank 0 of size 1, where collectives are the identity (no error), so the same
+ * training code runs alone.  Collectives use MPI's world communicator from the thread that
+ * called nb_dist_init (MPI_THREAD_FUNNELED) and must be called by every rank in the same order
+ * (MPI's rule).  Their tensors are contiguous host tensors, written in place, not recorded by
+ * autograd.  Every rank checks first (one small all-reduce) that all ranks passed the same dtype
+ * and shape, so a mismatch is a typed error on every rank instead of a hang or corrupt data.
+ */
+/** True when this build has MPI. */
+bool nb_dist_available(void);
+/**
+ * Initialize MPI (MPI_Init_thread, FUNNELED) or, when the caller already initialized it, attach
+ * to it.  argc, argv may be NULL.  Calling it again does nothing.  Errors: NB_ERR_UNSUPPORTED
+ * (no MPI in this build), NB_ERR_DEVICE (MPI failed to start, with its message).
+ */
+nb_status nb_dist_init(int *argc, char ***argv);
+/** Finalize MPI when nb_dist_init started it (an attached MPI is the caller's to finalize). */
+nb_status nb_dist_finalize(void);
+/** This process's rank in [0, world size): 0 without MPI or before nb_dist_init. */
+int nb_dist_rank(void);
+/** The number of processes: 1 without MPI or before nb_dist_init. */
+int nb_dist_world_size(void);
+/** How nb_dist_all_reduce combines the ranks' tensors (append-only). */
+typedef enum nb_dist_op { NB_DIST_SUM, NB_DIST_MEAN, NB_DIST_OP_COUNT } nb_dist_op;
+/**
+ * t = the sum (or mean) over the ranks of t, in place (torch.distributed.all_reduce).  t: a
+ * contiguous host tensor of f32 or f64 (MPI's own reduction) or f16 / bf16 (summed in f32 and
+ * rounded once).  The result is the same bits on every rank, and the same from run to run for
+ * the same world size.  Errors (on every rank): NB_ERR_NULL, NB_ERR_DTYPE (not float),
+ * NB_ERR_ARG (op), NB_ERR_STATE (t not contiguous, symbolic, or requires grad), NB_ERR_SHAPE
+ * (ranks passed other shapes or dtypes; the message gives this rank's), NB_ERR_DEVICE (MPI failed).
+ */
+nb_status nb_dist_all_reduce(nb_tensor *t, nb_dist_op op);
+/** t = root's t on every rank, in place (torch.distributed.broadcast); any dtype.  Errors as
+ *  nb_dist_all_reduce, and NB_ERR_ARG for a root outside [0, world size). */
+nb_status nb_dist_broadcast(nb_tensor *t, int root);
+/** out [world, ...t's shape] = every rank's t, stacked in rank order (all_gather_into_tensor);
+ *  out contiguous, of t's dtype, written in place.  Errors as nb_dist_all_reduce, and
+ *  NB_ERR_SHAPE when out is not [world, ...t's shape]. */
+nb_status nb_dist_all_gather(const nb_tensor *t, nb_tensor *out);
+/** The rows of a global batch of n that this rank takes: *offset and *count, the ranks' shares
+ *  as even as can be (the first n % world ranks take one more) and in rank order.  Errors:
+ *  NB_ERR_NULL, NB_ERR_ARG (n < 0). */
+nb_status nb_dist_shard(int64_t n, int64_t *offset, int64_t *count);
+
+/**
+ * Gradient synchronization for data-parallel training, as the reducer of PyTorch's
+ * DistributedDataParallel: nb_ddp_new broadcasts the parameters from rank 0 (every rank starts
+ * equal) and hooks them (nb_register_post_accumulate_grad_hook).  In each nb_backward the
+ * gradients are copied, as they become final, into buckets of at most bucket_bytes (0: 1 MiB)
+ * that take the parameters in reverse order (the order backward finishes them; a parameter
+ * may straddle two buckets), and each bucket is all-reduced (MPI_Iallreduce) as soon as its
+ * gradients are all in — while backward goes on.  nb_ddp_finish then waits for the rest and
+ * sets every parameter's grad to the mean over the ranks.  A parameter that got no gradient
+ * on this rank counts as zeros (its grad is set to the mean all the same).  For a loss that is
+ * a mean over a rank's share of a global batch, scale it by share · world / batch first (see
+ * nb_dist_shard): the mean of the gradients is then the global batch's gradient.  The
+ * reduction order is fixed: the same world size, data and thread counts give the same bits.
+ * Parameters: contiguous host tensors of one float dtype (f32 or f64) that require grad.
+ * Errors: NB_ERR_NULL, NB_ERR_ARG (n < 1, a parameter twice), NB_ERR_DTYPE, NB_ERR_STATE,
+ * NB_ERR_SHAPE (ranks disagree on the parameters), NB_ERR_OOM.  Free with nb_ddp_free.
+ */
+typedef struct nb_ddp nb_ddp;
+nb_ddp *nb_ddp_new(nb_tensor *const *params, int n, size_t bucket_bytes);
+/** Wait for every bucket of this step's gradients and set the grads to their means (call after
+ *  nb_backward on every rank, also a rank that had no data this step).  Errors: NB_ERR_NULL,
+ *  NB_ERR_DEVICE (MPI failed), NB_ERR_OOM. */
+nb_status nb_ddp_finish(nb_ddp *d);
+/** Counters of a synchronizer, since it was made. */
+typedef struct nb_ddp_stats {
+    int buckets;             /**< buckets per step */
+    int64_t steps;           /**< nb_ddp_finish calls */
+    int64_t launched_early;  /**< buckets started during backward (not by nb_ddp_finish) */
+    double wait_seconds;     /**< time spent in nb_ddp_finish waiting for all-reduces */
+} nb_ddp_stats;
+nb_ddp_stats nb_ddp_stats_get(const nb_ddp *d);
+/** Remove the hooks and free d (NULL: nothing).  Must not run while a step's buckets are out. */
+void nb_ddp_free(nb_ddp *d);
 
 /* ------------------------------------------------------------------------ */
 /* Layers, optimizers, schedules (N1, N2)                                   */

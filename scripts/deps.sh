@@ -7,7 +7,7 @@ for role in "$@"; do
   case "$role" in
     build) ;;
     # test_train trains on the real data set when it is installed (CI: always)
-    test) want+=(libcmocka-dev valgrind python3 python3-venv python3-numpy dataset-fashion-mnist) ;;
+    test) want+=(libcmocka-dev valgrind python3 python3-venv python3-numpy dataset-fashion-mnist libopenmpi-dev openmpi-bin) ;;
     main) want+=(dataset-fashion-mnist) ;;
     # fuzz: clang; libFuzzer and the sanitizer runtimes are in libclang-rt-dev (only recommended by
     # clang); llvm gives llvm-symbolizer, without which clang's sanitizer reports have no source lines

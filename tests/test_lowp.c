@@ -24,7 +24,7 @@ static void load_codec(nbg_file *f) {
     if (nbg_load(path, f, err, sizeof err) != 0) fail_msg("%s: %s", path, err);
 }
 
-static bool same_bits(float a, float b) { return isnan(a) ? isnan(b) : memcmp(&a, &b, sizeof a) == 0; }
+static bool same_bits(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; } /* NaNs: sign and payload too */
 
 /* Every case of the codec golden: encode (ml_dtypes' astype) and decode, bit for bit. */
 static void codec_matches_ml_dtypes(void **state) {
@@ -268,6 +268,46 @@ static void vmap_per_example_scales(void **state) {
     nb_graph_release(f);
 }
 
+/* Edge cases: empty tensors (no amax: the least scale), a batch of 0 through vmap's per-example
+ * fallback, and scales that carry no gradient when x does. */
+static void empty_and_untracked(void **state) {
+    (void)state;
+    const nb_scale_layout lays[] = {NB_SCALE_TENSOR, NB_SCALE_MX, NB_SCALE_NVFP4};
+    for (int l = 0; l < 3; l++) {
+        nb_quantized q;
+        assert_int_equal(nb_quantize(NBT(nb_zeros((int64_t[]){0, 32}, 2, NB_F32)), NB_FMT_F4E2M1, lays[l], &q), NB_OK);
+        assert_int_equal(nb_shape(q.codes)[0], 0);
+        assert_int_equal(nb_shape(q.codes)[1], 16);
+        if (lays[l] != NB_SCALE_MX) assert_true(nbt_at(lays[l] == NB_SCALE_TENSOR ? q.scales : q.global_scale, 0) == 0x1p-126);
+        nb_tensor *y = NBT(nb_dequantize(&q, NB_F32));
+        assert_int_equal(nb_numel(y), 0);
+    }
+    nb_graph *f = nb_graph_begin("q0");
+    nb_tensor *xs = nb_graph_input(f, "x", NB_F32, (int64_t[]){3, 32}, 2);
+    nb_quantized qs;
+    assert_int_equal(nb_quantize(xs, NB_FMT_F8E4M3FN, NB_SCALE_MX, &qs), NB_OK);
+    nb_graph_output(f, "y", nb_dequantize(&qs, NB_F32));
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    nb_graph *vf = nb_func_vmap(f, 1, (const char *[]){"x"}, (int[]){0}, 0, NULL);
+    assert_non_null(vf);
+    nb_compiled *cp = nb_graph_compile(vf, NB_CPU);
+    assert_non_null(cp);
+    nb_tensor *x0 = NBT(nb_zeros((int64_t[]){0, 3, 32}, 3, NB_F32)), *y0 = NULL;
+    assert_int_equal(nb_compiled_run(cp, 1, (const char *[]){"x"}, &x0, 1, &y0), NB_OK);
+    assert_int_equal(nb_shape(y0)[0], 0);
+    assert_int_equal(nb_shape(y0)[2], 32);
+    nb_compiled_release(cp);
+    nb_graph_release(vf);
+    nb_graph_release(f);
+    nb_tensor *x = spread(2, 32, 1, 5);
+    assert_int_equal(nb_set_requires_grad(x, true), NB_OK);
+    nb_quantized t, nv;
+    assert_int_equal(nb_quantize(x, NB_FMT_F8E4M3FN, NB_SCALE_TENSOR, &t), NB_OK);
+    assert_int_equal(nb_quantize(x, NB_FMT_F4E2M1, NB_SCALE_NVFP4, &nv), NB_OK);
+    assert_false(nb_requires_grad(t.scales));
+    assert_false(nb_requires_grad(nv.global_scale));
+}
+
 /* Typed errors naming the op and what is at fault; nothing changes. */
 static void errors_are_typed(void **state) {
     (void)state;
@@ -327,13 +367,21 @@ static void errors_are_typed(void **state) {
     nbt_expect_error(NB_ERR_NULL, "b global scale is NULL");
     assert_int_equal(nb_quantize(NBT(nb_reshape(x, (int64_t[]){2, 1, 64}, 3)), NB_FMT_F4E2M1, NB_SCALE_MX, &w3), NB_OK);
     assert_null(nb_scaled_matmul(&ok, &w3, NB_F32));
-    nbt_expect_error(NB_ERR_SHAPE, "b [N, K]");
+    nbt_expect_error(NB_ERR_SHAPE, "b's [N, K'], got [2, 32] and [2, 1, 32]");
     nb_quantized narrow;
     assert_int_equal(nb_quantize(NBT(nb_narrow(x, 1, 0, 32)), NB_FMT_F4E2M1, NB_SCALE_MX, &narrow), NB_OK);
     assert_null(nb_scaled_matmul(&ok, &narrow, NB_F32));
     nbt_expect_error(NB_ERR_SHAPE, "one K, got K = 64");
     assert_null(nb_scaled_matmul(&ok, &ok, NB_U8));
     nbt_expect_error(NB_ERR_DTYPE, "result dtype must be float");
+    bad = t;
+    bad.scales = NBT(nb_cast(t.scales, NB_F64));
+    assert_null(nb_dequantize(&bad, NB_F32));
+    nbt_expect_error(NB_ERR_DTYPE, "must be a float32 scalar [], got float64");
+    bad = t;
+    bad.global_scale = t.scales;
+    assert_null(nb_dequantize(&bad, NB_F32));
+    nbt_expect_error(NB_ERR_ARG, "only NVFP4 scales take");
     /* a symbolic K */
     nb_graph *g = nb_graph_begin("symbolic_k");
     nb_quantized qs;
@@ -354,6 +402,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(scaled_matmul_matches_float64, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(traced_and_compiled, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(vmap_per_example_scales, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(empty_and_untracked, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(errors_are_typed, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

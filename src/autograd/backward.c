@@ -4,6 +4,7 @@
  * (from the op table), reduction of broadcast gradients to input shapes,
  * and accumulation into leaves or into requested outputs.
  */
+#include "hooks.h"
 #include "vjp.h"
 
 #include <string.h>
@@ -153,11 +154,16 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
         goto done;
     }
     grads[root->node->slot] = g0;
+    nb__hook_pass *hp = NULL; /* post-accumulate hooks: only when leaves' grads accumulate */
+    if (!inputs) st = nb__hooks_begin(order.v, order.n, &hp);
     for (size_t k = order.n; k-- > 0 && st == NB_OK;) {
         nb_node *n = order.v[k];
         nb_tensor *g = grads[k];
         grads[k] = NULL;
-        if (!g) continue;
+        if (!g) {
+            nb__hooks_node_done(hp, n);
+            continue;
+        }
         /* a requested non-leaf input: its gradient is the one reaching its node */
         for (int i = 0; i < n_inputs && st == NB_OK; i++)
             if (inputs[i] && inputs[i]->node == n) st = accumulate_out(&grads_out[i], g);
@@ -205,7 +211,10 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
             }
         for (int i = 0; i < n->n_in; i++) nb_release(gin[i]);
         if (gin != gin_s) nb__free(gin);
+        if (st == NB_OK) nb__hooks_node_done(hp, n);
+        if (st == NB_OK) st = nb_last_status(); /* a hook's failure */
     }
+    nb__hooks_end(hp);
     for (size_t k = 0; k < order.n; k++) nb_release(grads[k]);
     nb__free(grads);
     nb__free(order.v);

@@ -66,7 +66,7 @@ float nb__lowp_decode(int fmt, uint8_t c) {
     int top = 1 << (f->bits - 1), m1 = 1 << f->mbits;
     bool neg = (c & top) != 0;
     int mag = c & (top - 1), ef = mag >> f->mbits, m = mag & (m1 - 1);
-    if (f->fnuz && c == top) return NAN;
+    if (f->fnuz && c == top) return -NAN; /* ml_dtypes' sign for the one NaN */
     if ((f->nan_ones && mag == 0x7f) || (f->ieee && ef == (1 << f->ebits) - 1 && m != 0)) return neg ? -NAN : NAN;
     double v = f->ieee && ef == (1 << f->ebits) - 1 ? INFINITY
                : ef == 0                            ? ldexp(m, 1 - f->bias - f->mbits)

@@ -52,8 +52,8 @@ static int64_t row_length(const char *op, const char *what, int64_t n, bool pack
 
 static bool is_scalar_f32(const char *op, const char *what, const nb_tensor *t) {
     if (t->dtype != NB_F32 || t->ndim != 0) {
-        nb__error(NB_ERR_SHAPE, "%s: %s must be a float32 scalar [], got %s %s", op, what, nb_dtype_name(t->dtype),
-                  NB_SHAPE_STR(t));
+        nb__error(t->dtype != NB_F32 ? NB_ERR_DTYPE : NB_ERR_SHAPE, "%s: %s must be a float32 scalar [], got %s %s", op,
+                  what, nb_dtype_name(t->dtype), NB_SHAPE_STR(t));
         return false;
     }
     return true;
@@ -163,7 +163,12 @@ static int infer_quant(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_me
     int64_t ka = codes_fit(name, "a's", ac, in[1], n > 4 ? in[4] : NULL, a->sub, layout);
     int64_t kb = ka < 0 ? -1 : codes_fit(name, "b's", bc, in[3], n > 4 ? in[5] : NULL, (int)a->i[1], layout);
     if (kb < 0) return -1;
-    if (ac->ndim < 2 || bc->ndim != 2 || ka != kb) {
+    if (ac->ndim < 2 || bc->ndim != 2) {
+        nb__error(NB_ERR_SHAPE, "%s: a's codes must be [..., M, K'] and b's [N, K'], got %s and %s", name,
+                  NB_SHAPE_STR(ac), NB_SHAPE_STR(bc));
+        return -1;
+    }
+    if (ka != kb) {
         nb__error(NB_ERR_SHAPE, "%s: a [..., M, K] and b [N, K] of one K, got K = %lld from a's codes %s and %lld "
                   "from b's codes %s", name, (long long)ka, NB_SHAPE_STR(ac), (long long)kb, NB_SHAPE_STR(bc));
         return -1;
@@ -194,6 +199,7 @@ static nb_status exec_quant(nb_op op, nb_tensor *const *in, int n, const nb_attr
     int layout = (int)a->i[0];
     nb_tensor *t[6] = {NULL}, *f32 = NULL; /* dense inputs; a float32 result before its dtype */
     nb_status st = NB_OK;
+    for (int j = 0; j < nout; j++) out[j] = NULL;
     for (int i = 0; i < n && st == NB_OK; i++)
         if (!(t[i] = nb__dense(in[i]))) st = nb_last_status();
     for (int j = 0; j < nout && st == NB_OK; j++)
@@ -242,6 +248,10 @@ static bool quantized_ok(const char *op, const char *name, const nb_quantized *q
         nb__error(NB_ERR_NULL, "%s: %s global scale is NULL (NVFP4)", op, name);
         return false;
     }
+    if (q->layout != NB_SCALE_NVFP4 && q->global_scale) {
+        nb__error(NB_ERR_ARG, "%s: %s has a global scale, which only NVFP4 scales take", op, name);
+        return false;
+    }
     return layout_ok(op, q->format, q->layout);
 }
 
@@ -258,10 +268,12 @@ nb_status nb_quantize(nb_tensor *x, nb_scaled_format f, nb_scale_layout layout, 
     nb_tensor *o[NB_MAX_OUTS] = {NULL, NULL}, *g = NULL;
     if (st == NB_OK) {
         nb_scope_begin();
-        nb_tensor *xf = nb_cast(x, NB_F32);
+        nb_tensor *xf = nb_cast(nb_detach(x), NB_F32); /* codes and scales carry no gradient */
         if (layout != NB_SCALE_MX) { /* amax / max(format) (TENSOR) or amax / (448 * 6) (NVFP4), at least 2^-126 */
             double top = layout == NB_SCALE_TENSOR ? nb_scaled_format_max(f) : 448.0 * 6.0;
-            g = nb__scope_take(nb_maximum(nb_div(nb_max(nb_abs(xf), NULL, 0, false), top), 0x1p-126));
+            bool empty = !nb__dims_any_sym(x->shape, x->ndim) && nb_numel(x) == 0; /* no amax: the least scale */
+            nb_tensor *amax = empty ? nb_sum(nb_abs(xf), NULL, 0, false) : nb_max(nb_abs(xf), NULL, 0, false); /* 0 */
+            g = nb__scope_take(nb_maximum(nb_div(amax, top), 0x1p-126));
         }
         nb_attrs at = {.sub = f, .i = {layout}};
         if (xf && (layout == NB_SCALE_MX || g))
