@@ -1410,6 +1410,9 @@ nb_tensor *nb_avg_pool2d(nb_tensor *x, nb_window2d w, bool count_include_pad);
  */
 /** True when this build has MPI. */
 bool nb_dist_available(void);
+/** The MPI library's own version line (MPI_Get_library_version, first line; a static buffer), or
+ *  "none" without MPI. */
+const char *nb_dist_library_version(void);
 /**
  * Initialize MPI (MPI_Init_thread, FUNNELED) or, when the caller already initialized it, attach
  * to it.  argc, argv may be NULL.  Calling it again does nothing.  Errors: NB_ERR_UNSUPPORTED
@@ -1452,8 +1455,11 @@ nb_status nb_dist_shard(int64_t n, int64_t *offset, int64_t *count);
  * gradients are copied, as they become final, into buckets of at most bucket_bytes (0: 1 MiB)
  * that take the parameters in reverse order (the order backward finishes them; a parameter
  * may straddle two buckets), and each bucket is all-reduced (MPI_Iallreduce) as soon as its
- * gradients are all in — while backward goes on.  nb_ddp_finish then waits for the rest and
- * sets every parameter's grad to the mean over the ranks.  A parameter that got no gradient
+ * gradients are all in — while backward goes on (each gradient divided by the world size on
+ * the way in, so the sums are the means).  nb_ddp_finish then reduces the rest, waits, and
+ * sets every parameter's grad to the mean over the ranks — a view of the synchronizer's buffer
+ * (DDP's gradient_as_bucket_view: no copy back), whose values the next step's backward
+ * overwrites: copy a grad you keep across steps.  A parameter that got no gradient
  * on this rank counts as zeros (its grad is set to the mean all the same).  For a loss that is
  * a mean over a rank's share of a global batch, scale it by share · world / batch first (see
  * nb_dist_shard): the mean of the gradients is then the global batch's gradient.  The

@@ -6,7 +6,8 @@ want=(build-essential cmake pkg-config zlib1g-dev libjansson-dev libcairo2-dev f
 for role in "$@"; do
   case "$role" in
     build) ;;
-    # test_train trains on the real data set when it is installed (CI: always)
+    # test_train trains on the real data set when it is installed (CI: always); test_dist runs
+    # under Open MPI's mpirun
     test) want+=(libcmocka-dev valgrind python3 python3-venv python3-numpy dataset-fashion-mnist libopenmpi-dev openmpi-bin) ;;
     main) want+=(dataset-fashion-mnist) ;;
     # fuzz: clang; libFuzzer and the sanitizer runtimes are in libclang-rt-dev (only recommended by

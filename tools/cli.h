@@ -98,6 +98,12 @@ int cli_save_params(const char *cmd, nb_module *m, const char *path);
  * one error line.
  */
 int cli_output_check(const char *cmd, const char *what, const char *path);
+
+/* ---- dist.c ---- */
+/** Under mpirun (Open MPI's OMPI_COMM_WORLD_SIZE or a PMI launcher's PMI_SIZE / PMIX_RANK in the
+ *  environment) start MPI (nb_dist_init) and give this process's rank and the world size; alone,
+ *  rank 0 of 1.  CLI_FAIL after one error line when MPI does not start or this build lacks it. */
+int cli_dist_start(const char *cmd, int *argc, char ***argv, int *rank, int *world);
 /**
  * Replace the file at path with data[0, n) atomically: written to a temporary file next to the
  * file a symlink at path resolves to, flushed, given the existing file's mode (new files: 0666 less

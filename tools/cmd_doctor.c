@@ -1,4 +1,4 @@
-/* cmd_doctor.c — `nabla doctor`: version, CPU, SIMD level, threads, backends, and whether the data set is there. */
+/* cmd_doctor.c — `nabla doctor`: version, CPU, SIMD level, threads, backends, MPI, and whether the data set is there. */
 #include "cli.h"
 
 #include <stdio.h>
@@ -65,6 +65,10 @@ int cmd_doctor(int argc, char **argv) {
     printf("blas:      none (built-in packed GEMM)\n");
     printf("fusion:    %s\n", nb_fusion_mode());
     backends();
+    if (nb_dist_available())
+        printf("mpi:       %s (data-parallel training: mpirun -np N nabla train)\n", nb_dist_library_version());
+    else
+        printf("mpi:       not in this build (install libopenmpi-dev and rebuild for data-parallel training)\n");
     dataset(data);
     return CLI_OK;
 }

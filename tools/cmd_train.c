@@ -3,7 +3,9 @@
  * IDX image set laid out as it is; the models take their sizes from the
  * files) with mini-batch SGD / Adam / AdamW, show progress, evaluate on the
  * test split after each epoch, and write the checkpoint, a metrics CSV with
- * its chart, and a final JSON summary on request.
+ * its chart, and a final JSON summary on request.  Under mpirun each rank
+ * takes its share of every global batch (--batch-size), the gradients are
+ * averaged over the ranks (nb_ddp), and rank 0 evaluates, prints and saves.
  */
 #include "cli.h"
 
@@ -25,6 +27,8 @@ typedef struct run {
     nb_module *net;
     nb_optimizer *opt;
     cli_step *compiled;                 /* --compiled: the traced step, used instead of opt */
+    nb_ddp *ddp;                        /* under mpirun: the gradient synchronizer */
+    int rank, world;
     nb_tensor **params;
     int nparams;
     cli_split train, test;              /* data sets (owned) */
@@ -42,7 +46,9 @@ static const char USAGE[] =
     "usage: nabla train [options]\n"
     "Train a model on Fashion-MNIST, or on another IDX image set with the same file names (--data);\n"
     "the model's input and output sizes follow the files.  After each epoch it is evaluated on the\n"
-    "test split.  On Fashion-MNIST the defaults reach >= 88% (mlp) / >= 90% (cnn) in 5 epochs.\n";
+    "test split.  On Fashion-MNIST the defaults reach >= 88% (mlp) / >= 90% (cnn) in 5 epochs.\n"
+    "Data-parallel: mpirun -np N nabla train --threads T ... (each rank takes its share of every\n"
+    "global batch; rank 0 prints, evaluates and saves).\n";
 
 static int parse(int argc, char **argv, train_cfg *c, bool *help) {
     const cli_opt opts[] = {
@@ -108,16 +114,35 @@ static int compiled_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, i
     return ok ? CLI_OK : cli_nb_error(CMD, "compiled training step");
 }
 
-/* One optimizer step on rows [s, s+batch) of perm; adds the batch's summed loss and correct count. */
+/* The forward and backward pass of this rank's rows [s + off, s + off + cnt) of perm, its loss weighted
+ * cnt · world / b so that the ranks' mean gradient is the global batch's (b rows in all); adds the
+ * rows' summed loss and correct count. */
+static bool forward_backward(run *r, nb_tensor *perm, int64_t s, int64_t b, double *loss_sum, int64_t *correct) {
+    int64_t off = 0, cnt = b;
+    if (r->ddp && nb_dist_shard(b, &off, &cnt) != NB_OK) return false;
+    if (cnt == 0) return true; /* no rows this step: zero gradients (nb_ddp_finish) */
+    nb_tensor *x = nb_take_rows(r->train.images, perm, s + off, cnt);
+    nb_tensor *y = nb_take_rows(r->train.labels, perm, s + off, cnt);
+    nb_tensor *logits = x && y ? nb_module_forward(r->net, cli_model_input(r->cfg->model, &r->geom, x)) : NULL;
+    nb_tensor *loss = nb_cross_entropy(logits, y, NB_CROSS_ENTROPY_DEFAULTS);
+    double lv = 0, h = 0;
+    nb_tensor *scaled = r->ddp ? nb_mul(loss, (double)cnt * r->world / (double)b) : loss;
+    bool ok = scaled && nb_item(loss, &lv) == NB_OK && nb_backward(scaled, NULL, false) == NB_OK;
+    nb_tensor *hits = ok ? nb_sum(nb_eq(nb_argmax(logits, 1, false), y), NULL, 0, false) : NULL;
+    ok = hits && nb_item(hits, &h) == NB_OK;
+    *loss_sum += lv * (double)cnt;
+    *correct += (int64_t)h;
+    return ok;
+}
+
+/* One optimizer step on rows [s, s+batch) of perm (this rank's share of them under mpirun); adds the
+ * rows' summed loss and correct count. */
 static int train_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
     if (r->compiled) return compiled_step(r, perm, s, loss_sum, correct);
     nb_scope_begin();
-    nb_tensor *x = nb_take_rows(r->train.images, perm, s, r->cfg->batch);
-    nb_tensor *y = nb_take_rows(r->train.labels, perm, s, r->cfg->batch);
-    nb_tensor *logits = x && y ? nb_module_forward(r->net, cli_model_input(r->cfg->model, &r->geom, x)) : NULL;
-    nb_tensor *loss = nb_cross_entropy(logits, y, NB_CROSS_ENTROPY_DEFAULTS);
-    double lv = 0;
-    bool ok = loss && nb_item(loss, &lv) == NB_OK && nb_backward(loss, NULL, false) == NB_OK;
+    int64_t b = r->n - s < r->cfg->batch ? r->n - s : r->cfg->batch;
+    bool ok = forward_backward(r, perm, s, b, loss_sum, correct);
+    if (r->ddp) ok = nb_ddp_finish(r->ddp) == NB_OK && ok; /* every rank, even one that failed: MPI's order */
     if (ok && r->cfg->clip > 0) ok = nb_clip_grad_norm_(r->params, r->nparams, r->cfg->clip, 2, NULL) == NB_OK;
     if (ok) {
         nb_optim_set_lr(r->opt, lr_at(r));
@@ -125,13 +150,23 @@ static int train_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int6
         nb_optim_zero_grad(r->opt);
         r->step++;
     }
-    nb_tensor *hits = ok ? nb_sum(nb_eq(nb_argmax(logits, 1, false), y), NULL, 0, false) : NULL;
-    double h = 0;
-    ok = hits && nb_item(hits, &h) == NB_OK;
-    *loss_sum += lv * (double)nb_size(y, 0);
-    *correct += (int64_t)h;
     nb_scope_end();
     return ok ? CLI_OK : cli_nb_error(CMD, "training step");
+}
+
+/* The epoch's loss sum and correct count over every rank (sums; the identity alone). */
+static int sum_over_ranks(run *r, double *loss_sum, int64_t *correct) {
+    if (!r->ddp) return CLI_OK;
+    nb_scope_begin();
+    nb_tensor *t = nb_from_data((double[]){*loss_sum, (double)*correct}, (int64_t[]){2}, 1, NB_F64);
+    double v[2];
+    bool ok = t && nb_dist_all_reduce(t, NB_DIST_SUM) == NB_OK && nb_copy_to_host(t, v, sizeof v) == NB_OK;
+    if (ok) {
+        *loss_sum = v[0];
+        *correct = (int64_t)v[1];
+    }
+    nb_scope_end();
+    return ok ? CLI_OK : cli_nb_error(CMD, "summing the epoch over the ranks");
 }
 
 static int train_epoch(run *r, int epoch, epoch_result *res) {
@@ -146,14 +181,15 @@ static int train_epoch(run *r, int epoch, epoch_result *res) {
     for (int64_t k = 0; k < steps && rc == CLI_OK; k++) {
         rc = train_step(r, perm, k * c->batch, &loss_sum, &correct);
         int64_t seen = k + 1 < steps ? (k + 1) * c->batch : r->n;
-        cli_progress_step(&pr, epoch, k + 1, loss_sum / (double)seen, seen);
+        cli_progress_step(&pr, epoch, k + 1, loss_sum * r->world / (double)seen, seen); /* this rank's rows */
     }
     nb_scope_end();
     cli_progress_end(&pr);
+    if (rc == CLI_OK) rc = sum_over_ranks(r, &loss_sum, &correct);
     res->seconds = cli_now() - pr.t_start;
     res->loss = loss_sum / (double)r->n;
     res->train_acc = (double)correct / (double)r->n;
-    if (rc != CLI_OK) return rc;
+    if (rc != CLI_OK || r->rank != 0) return rc; /* rank 0 evaluates and reports */
     int64_t hits = cli_evaluate(r->net, c->model, &r->geom, &r->test, NULL);
     if (hits < 0) return cli_nb_error(CMD, "evaluation");
     res->test_acc = (double)hits / (double)r->test.n;
@@ -230,6 +266,12 @@ static int setup(run *r) {
         return cli_error(CMD, CLI_FAIL, "out of memory");
     r->opt = make_optimizer(c, r->params, r->nparams);
     if (!r->opt) return cli_nb_error(CMD, "optimizer");
+    if (r->world > 1 && c->compiled)
+        return cli_error(CMD, CLI_USAGE, "--compiled cannot run data-parallel yet (its step updates the weights inside "
+                         "the compiled graph, before gradients could be averaged over the ranks): drop --compiled "
+                         "under mpirun");
+    if (r->world > 1 && !(r->ddp = nb_ddp_new(r->params, r->nparams, 0)))
+        return cli_nb_error(CMD, "setting up data-parallel training");
     if (c->compiled) {
         bool adam = strcmp(c->optimizer, "sgd") != 0;
         cli_step_opts o = {.adam = adam, .decoupled = !strcmp(c->optimizer, "adamw"), .beta1 = 0.9, .beta2 = 0.999,
@@ -248,6 +290,7 @@ static void teardown(run *r) {
         nb_free_string(rep);
     }
     cli_step_free(r->compiled);
+    nb_ddp_free(r->ddp);
     nb_optim_free(r->opt);
     for (int i = 0; r->params && i < r->nparams; i++) nb_release(r->params[i]);
     free(r->params);
@@ -265,9 +308,10 @@ static int train(run *r, const char *chart, epoch_result *res) {
         rc = train_epoch(r, e, er);
         if (rc != CLI_OK) break;
         seconds += er->seconds;
-        if (c->metrics) rc = write_metrics(c->metrics, e, res);
+        if (c->metrics && r->rank == 0) rc = write_metrics(c->metrics, e, res);
     }
     if (rc != CLI_OK) return rc;
+    if (r->rank != 0) return CLI_OK; /* rank 0 reports and saves */
     const epoch_result *last = &res[c->epochs - 1];
     double rate = (double)(r->n * c->epochs) / seconds;
     fprintf(r->log, "%s: test accuracy %.4f after %lld epoch%s, %.2f s training, %.0f samples/s\n", c->model,
@@ -295,13 +339,18 @@ int cmd_train(int argc, char **argv) {
         free(chart);
         return CLI_FAIL;
     }
-    run r = {.cfg = &c, .log = c.json ? stderr : stdout};
-    epoch_result *res = calloc((size_t)c.epochs, sizeof *res);
-    rc = res ? load_data(&r) : cli_error(CMD, CLI_FAIL, "out of memory");
+    run r = {.cfg = &c, .log = c.json ? stderr : stdout, .world = 1};
+    rc = cli_dist_start(CMD, &argc, &argv, &r.rank, &r.world);
+    if (rc == CLI_OK && r.rank != 0) r.log = fopen("/dev/null", "w"); /* the other ranks stay quiet */
+    if (!r.log) rc = cli_error(CMD, CLI_FAIL, "cannot open /dev/null");
+    epoch_result *res = rc == CLI_OK ? calloc((size_t)c.epochs, sizeof *res) : NULL;
+    if (rc == CLI_OK) rc = res ? load_data(&r) : cli_error(CMD, CLI_FAIL, "out of memory");
     if (rc == CLI_OK) rc = setup(&r);
     if (rc == CLI_OK) rc = train(&r, chart, res);
     teardown(&r);
+    if (r.rank != 0 && r.log) fclose(r.log);
     free(res);
     free(chart);
+    nb_dist_finalize();
     return rc;
 }

@@ -4,8 +4,10 @@
  * parameters' gradients laid out in reverse order in one flat buffer cut into
  * buckets, each bucket all-reduced (MPI_Iallreduce) once every gradient it
  * holds is final — the post-accumulate hooks tell — and the buckets started
- * in index order on every rank, as MPI needs; finish waits, divides by the
- * world size and writes the grads back.
+ * in index order on every rank, as MPI needs.  Each gradient is divided by
+ * the world size as it is copied in (DDP's pre-division), so the sums are the
+ * means, and the grads finish sets are views of the buffer (DDP's
+ * gradient_as_bucket_view): one copy a step, none back.
  */
 #include "dist.h"
 
@@ -24,12 +26,14 @@ struct nb_ddp {
     nb_dtype dt;
     size_t es;
     int64_t *off, *len, total; /* each parameter's place in flat (elements; reverse order) */
+    nb_storage *buf;           /* flat's storage, which the grads view */
     char *flat;
     int nb;                    /* buckets: [b0[k], b0[k+1]) */
     int64_t *b0;
     int *first, *last;         /* per parameter: the buckets it overlaps */
     int *pending;              /* per bucket: parameters not yet in */
     bool *ready;
+    int nready;
     int next;                  /* buckets started */
     ddp_slot *slots;
     int64_t *hook_ids;
@@ -45,23 +49,27 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Start the buckets from d->next on that have every gradient in. */
+/* Reduce the buckets from d->next on that have every gradient in: started (MPI_Iallreduce) during
+ * backward, or at once (MPI_Allreduce, the library's fastest path) in finish. */
 static void launch_ready(nb_ddp *d, bool early) {
     while (d->next < d->nb && d->pending[d->next] == 0) {
         int k = d->next++;
 #ifdef NB_HAVE_MPI
         if (d->world > 1) {
-            int64_t cnt = d->b0[k + 1] - d->b0[k];
-            if (nb__dist_check("ddp", MPI_Iallreduce(MPI_IN_PLACE, d->flat + (size_t)d->b0[k] * d->es, (int)cnt,
-                                                     nb__dist_mpi_type(d->dt), MPI_SUM, MPI_COMM_WORLD, &d->req[k])) != NB_OK)
-                d->req[k] = MPI_REQUEST_NULL; /* the error stays pending: the pass and finish report it */
+            int cnt = (int)(d->b0[k + 1] - d->b0[k]);
+            char *at = d->flat + (size_t)d->b0[k] * d->es;
+            MPI_Datatype t = nb__dist_mpi_type(d->dt);
+            int rc = early ? MPI_Iallreduce(MPI_IN_PLACE, at, cnt, t, MPI_SUM, MPI_COMM_WORLD, &d->req[k])
+                           : MPI_Allreduce(MPI_IN_PLACE, at, cnt, t, MPI_SUM, MPI_COMM_WORLD);
+            if (nb__dist_check("ddp", rc) != NB_OK || !early)
+                d->req[k] = MPI_REQUEST_NULL; /* an error stays pending: the pass and finish report it */
         }
 #endif
         if (early) d->stats.launched_early++;
     }
 #ifdef NB_HAVE_MPI
     int flag;
-    if (d->world > 1 && d->next > 0) MPI_Testall(d->next, d->req, &flag, MPI_STATUSES_IGNORE); /* progress */
+    if (early && d->world > 1 && d->next > 0) MPI_Testall(d->next, d->req, &flag, MPI_STATUSES_IGNORE); /* progress */
 #endif
 }
 
@@ -69,12 +77,20 @@ static void launch_ready(nb_ddp *d, bool early) {
 static void param_in(nb_ddp *d, int i, bool early) {
     if (d->ready[i]) return;
     d->ready[i] = true;
+    /* the last gradient ends backward's part: what it completes is reduced at once (a started
+     * MPI_Iallreduce would only be waited for, slower than MPI_Allreduce) */
+    if (++d->nready == d->n) early = false;
     char *dst = d->flat + (size_t)d->off[i] * d->es;
     nb_tensor *g = d->params[i]->grad ? nb__dense(d->params[i]->grad) : NULL;
-    if (g && g->dtype == d->dt && nb_numel(g) == d->len[i])
-        memcpy(dst, nb__ptr(g), (size_t)d->len[i] * d->es);
+    int64_t n = d->len[i];
+    if (!g || g->dtype != d->dt || nb_numel(g) != n)
+        memset(dst, 0, (size_t)n * d->es);
+    else if (d->world == 1)
+        memcpy(dst, nb__ptr(g), (size_t)n * d->es);
+    else if (d->dt == NB_F32) /* divided by the world size on the way in: the sums are the means */
+        for (const float *s = (const float *)nb__ptr(g), *e = s + n; s < e; s++, dst += 4) *(float *)dst = *s / (float)d->world;
     else
-        memset(dst, 0, (size_t)d->len[i] * d->es);
+        for (const double *s = (const double *)nb__ptr(g), *e = s + n; s < e; s++, dst += 8) *(double *)dst = *s / d->world;
     nb_release(g);
     for (int k = d->first[i]; k <= d->last[i]; k++) d->pending[k]--;
     launch_ready(d, early);
@@ -95,7 +111,7 @@ void nb_ddp_free(nb_ddp *d) {
     nb__free(d->params);
     nb__free(d->off);
     nb__free(d->len);
-    nb__free(d->flat);
+    if (d->buf) nb__storage_release(d->buf);
     nb__free(d->b0);
     nb__free(d->first);
     nb__free(d->last);
@@ -142,9 +158,11 @@ static nb_status layout(nb_ddp *d, size_t bucket_bytes) {
     if (cap < 1) cap = 1;
     if (cap > INT32_MAX) cap = INT32_MAX; /* MPI counts are ints */
     d->nb = (int)((d->total + cap - 1) / cap);
-    if (!(d->flat = nb__malloc((size_t)d->total * d->es + 1)) || !(d->b0 = nb__malloc(sizeof(int64_t) * (size_t)(d->nb + 1))) ||
+    if (!(d->buf = nb__storage_new((size_t)d->total * d->es, NB_CPU)) ||
+        !(d->b0 = nb__malloc(sizeof(int64_t) * (size_t)(d->nb + 1))) ||
         !(d->pending = nb__calloc((size_t)d->nb + 1, sizeof(int))))
         return nb__error(NB_ERR_OOM, "ddp_new: out of memory");
+    d->flat = d->buf->data;
     for (int k = 0; k <= d->nb; k++) d->b0[k] = k * cap < d->total ? k * cap : d->total;
     for (int i = 0; i < d->n; i++) {
         if (d->len[i] == 0) { /* no elements: in no bucket */
@@ -163,6 +181,7 @@ static void reset(nb_ddp *d) {
     memset(d->pending, 0, sizeof(int) * (size_t)d->nb);
     for (int i = 0; i < d->n; i++) {
         d->ready[i] = false;
+        d->nready = 0;
         for (int k = d->first[i]; k <= d->last[i]; k++) d->pending[k]++;
     }
     d->next = 0;
@@ -230,19 +249,15 @@ nb_status nb_ddp_finish(nb_ddp *d) {
     if (d->world > 1) st = nb__dist_check("ddp_finish", MPI_Waitall(d->nb, d->req, MPI_STATUSES_IGNORE));
 #endif
     d->stats.wait_seconds += now() - t0;
-    if (st == NB_OK && d->world > 1) {
-        if (d->dt == NB_F32)
-            for (int64_t e = 0; e < d->total; e++) ((float *)d->flat)[e] /= (float)d->world;
-        else
-            for (int64_t e = 0; e < d->total; e++) ((double *)d->flat)[e] /= d->world;
-    }
-    for (int i = 0; st == NB_OK && i < d->n; i++) {
-        nb_tensor *p = d->params[i], *g = nb__tensor_new(p->shape, p->ndim, d->dt, p->storage->device);
+    for (int i = 0; st == NB_OK && i < d->n; i++) { /* the grads: views of the reduced buffer */
+        nb_tensor *p = d->params[i];
+        int64_t stride[NB_MAX_DIMS];
+        nb__contiguous_strides(p->shape, p->ndim, stride);
+        nb_tensor *g = nb__tensor_view_of(d->buf, p->shape, stride, p->ndim, d->off[i], d->dt);
         if (!g) {
-            st = nb_last_status();
+            st = nb__error(NB_ERR_OOM, "ddp_finish: out of memory");
             break;
         }
-        memcpy(nb__ptr(g), d->flat + (size_t)d->off[i] * d->es, (size_t)d->len[i] * d->es);
         nb_release(p->grad);
         p->grad = g;
     }

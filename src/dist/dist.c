@@ -22,6 +22,17 @@ bool nb_dist_available(void) {
 #endif
 }
 
+const char *nb_dist_library_version(void) {
+#ifdef NB_HAVE_MPI
+    static char v[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (!v[0] && MPI_Get_library_version(v, &len) == MPI_SUCCESS) v[strcspn(v, "\n,")] = 0;
+    return v[0] ? v : "MPI (version unknown)";
+#else
+    return "none";
+#endif
+}
+
 bool nb__dist_active(void) {
 #ifdef NB_HAVE_MPI
     int fin = 0;
