@@ -9,6 +9,14 @@ install(TARGETS nabla nabla_shared EXPORT nablaTargets
 install(FILES include/nabla.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT nablaTargets NAMESPACE nabla:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nabla)
 
+# built with MPI: its CMake package and pkg-config module are dependencies of the static library
+if(MPI_C_FOUND)
+  set(NB_CONFIG_MPI TRUE)
+  set(NB_PC_MPI " ompi-c")
+else()
+  set(NB_CONFIG_MPI FALSE)
+  set(NB_PC_MPI "")
+endif()
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/nablaConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/nablaConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/nabla)
