@@ -54,6 +54,7 @@ static double now(void) {
 static void launch_ready(nb_ddp *d, bool early) {
     while (d->next < d->nb && d->pending[d->next] == 0) {
         int k = d->next++;
+        (void)k; /* the bucket: MPI's only */
 #ifdef NB_HAVE_MPI
         if (d->world > 1) {
             int cnt = (int)(d->b0[k + 1] - d->b0[k]);
