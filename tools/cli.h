@@ -153,14 +153,17 @@ typedef struct cli_step_opts {
     double beta1, beta2, eps, weight_decay; /* Adam(W); weight_decay also SGD's L2 */
     double momentum, dampening;             /* SGD */
     double clip;                            /* global gradient 2-norm bound, 0 = off */
+    bool data_parallel;                     /* under mpirun: two graphs, the gradients averaged between */
 } cli_step_opts;
 typedef struct cli_step cli_step;
 /** Trace and compile one training step of net (model `model`, images of geom) with a symbolic
  *  batch dim.  NULL with nabla's error set. */
 cli_step *cli_step_new(nb_module *net, const char *model, const cli_geom *geom, cli_step_opts o);
 /** One step on f32 pixel rows x [B, H*W] (in [0, 1]) and i64 labels y [B] at learning rate lr: updates the model's
- *  parameters in place; *loss gets the batch's mean loss, *hits its correct predictions. */
-nb_status cli_step_run(cli_step *s, nb_tensor *x, nb_tensor *y, double lr, double *loss, int64_t *hits);
+ *  parameters in place; *loss gets the batch's mean loss, *hits its correct predictions.  Data-parallel:
+ *  x, y are this rank's share (NULL for none), its loss weighted `weight` (share · world / global batch)
+ *  before the gradients are averaged over the ranks. */
+nb_status cli_step_run(cli_step *s, nb_tensor *x, nb_tensor *y, double weight, double lr, double *loss, int64_t *hits);
 void cli_step_free(cli_step *s);
 /** The compiled plan of the step (borrowed). */
 nb_compiled *cli_step_plan(cli_step *s);

@@ -5,7 +5,8 @@
  * test split after each epoch, and write the checkpoint, a metrics CSV with
  * its chart, and a final JSON summary on request.  Under mpirun each rank
  * takes its share of every global batch (--batch-size), the gradients are
- * averaged over the ranks (nb_ddp), and rank 0 evaluates, prints and saves.
+ * averaged over the ranks (nb_ddp; --compiled: between its gradient and
+ * update graphs), and rank 0 evaluates, prints and saves.
  */
 #include "cli.h"
 
@@ -99,16 +100,19 @@ static double lr_at(const run *r) {
     return c->warmup > 0 ? lr * (nb_lr_warmup(1, r->step, c->warmup, 0.1)) : lr;
 }
 
-/* One compiled step on rows [s, s+batch) of perm (see train_step). */
+/* One compiled step on rows [s, s+batch) of perm (see train_step; under mpirun this rank's share). */
 static int compiled_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
     nb_scope_begin();
-    nb_tensor *x = nb_take_rows(r->train.images, perm, s, r->cfg->batch);
-    nb_tensor *y = nb_take_rows(r->train.labels, perm, s, r->cfg->batch);
+    int64_t b = r->n - s < r->cfg->batch ? r->n - s : r->cfg->batch, off = 0, cnt = b;
+    bool ok = r->world == 1 || nb_dist_shard(b, &off, &cnt) == NB_OK;
+    nb_tensor *x = ok && cnt > 0 ? nb_take_rows(r->train.images, perm, s + off, cnt) : NULL;
+    nb_tensor *y = ok && cnt > 0 ? nb_take_rows(r->train.labels, perm, s + off, cnt) : NULL;
     double lv = 0;
     int64_t h = 0;
-    bool ok = x && y && cli_step_run(r->compiled, x, y, lr_at(r), &lv, &h) == NB_OK;
+    ok = ok && (cnt == 0 || (x && y)) &&
+         cli_step_run(r->compiled, x, y, (double)cnt * r->world / (double)b, lr_at(r), &lv, &h) == NB_OK;
     r->step++;
-    *loss_sum += lv * (double)nb_size(y, 0);
+    *loss_sum += lv * (double)cnt;
     *correct += h;
     nb_scope_end();
     return ok ? CLI_OK : cli_nb_error(CMD, "compiled training step");
@@ -156,7 +160,7 @@ static int train_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int6
 
 /* The epoch's loss sum and correct count over every rank (sums; the identity alone). */
 static int sum_over_ranks(run *r, double *loss_sum, int64_t *correct) {
-    if (!r->ddp) return CLI_OK;
+    if (r->world == 1) return CLI_OK;
     nb_scope_begin();
     nb_tensor *t = nb_from_data((double[]){*loss_sum, (double)*correct}, (int64_t[]){2}, 1, NB_F64);
     double v[2];
@@ -266,16 +270,21 @@ static int setup(run *r) {
         return cli_error(CMD, CLI_FAIL, "out of memory");
     r->opt = make_optimizer(c, r->params, r->nparams);
     if (!r->opt) return cli_nb_error(CMD, "optimizer");
-    if (r->world > 1 && c->compiled)
-        return cli_error(CMD, CLI_USAGE, "--compiled cannot run data-parallel yet (its step updates the weights inside "
-                         "the compiled graph, before gradients could be averaged over the ranks): drop --compiled "
-                         "under mpirun");
-    if (r->world > 1 && !(r->ddp = nb_ddp_new(r->params, r->nparams, 0)))
+    if (r->world > 1 && !c->compiled && !(r->ddp = nb_ddp_new(r->params, r->nparams, 0)))
         return cli_nb_error(CMD, "setting up data-parallel training");
     if (c->compiled) {
         bool adam = strcmp(c->optimizer, "sgd") != 0;
         cli_step_opts o = {.adam = adam, .decoupled = !strcmp(c->optimizer, "adamw"), .beta1 = 0.9, .beta2 = 0.999,
-                           .eps = 1e-8, .weight_decay = c->weight_decay, .momentum = c->momentum, .clip = c->clip};
+                           .eps = 1e-8, .weight_decay = c->weight_decay, .momentum = c->momentum, .clip = c->clip,
+                           .data_parallel = r->world > 1};
+        nb_scope_begin(); /* the ranks start equal: rank 0's initial parameters */
+        bool ok = true;
+        for (int i = 0; ok && r->world > 1 && i < r->nparams; i++) {
+            nb_tensor *d = nb_detach(r->params[i]);
+            ok = d && nb_dist_broadcast(d, 0) == NB_OK;
+        }
+        nb_scope_end();
+        if (!ok) return cli_nb_error(CMD, "broadcasting the parameters");
         r->compiled = cli_step_new(r->net, c->model, &r->geom, o);
         if (!r->compiled) return cli_nb_error(CMD, "compiling the training step");
     }
