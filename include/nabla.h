@@ -1131,10 +1131,12 @@ nb_status nb_backward(nb_tensor *root, nb_tensor *seed, bool create_graph);
 /** A hook of nb_register_post_accumulate_grad_hook: ctx as registered, the leaf whose grad is final. */
 typedef void (*nb_grad_hook_fn)(void *ctx, nb_tensor *leaf);
 /**
- * Call fn(ctx, leaf) in every nb_backward that reaches the tracked leaf, as soon as the pass has
- * added its last contribution to the leaf's grad (torch's register_post_accumulate_grad_hook;
- * what data-parallel training starts communicating on).  It runs on the thread of nb_backward,
- * inside the pass; it may read the grad (nb_grad) but must not change it or start another pass.
+ * Call fn(ctx, leaf) in every nb_backward that reaches the tracked leaf through the tape (not when
+ * the leaf is the root itself), as soon as the pass has added its last contribution to the leaf's
+ * grad (torch's register_post_accumulate_grad_hook; what data-parallel training starts
+ * communicating on).  It runs on the thread of nb_backward, inside the pass; it may read the grad
+ * (nb_grad) but must not change it; a pass started from a hook is NB_ERR_STATE.  A hook may record
+ * an error (nb_backward then returns it).
  * The leaf is retained until the hook is removed.  Returns an id > 0 for
  * nb_remove_grad_hook, or 0 with NB_ERR_NULL (leaf or fn) or NB_ERR_STATE (leaf not a tracked
  * leaf).  Hooks of one leaf run in registration order.
@@ -1464,6 +1466,10 @@ nb_status nb_dist_shard(int64_t n, int64_t *offset, int64_t *count);
  * a mean over a rank's share of a global batch, scale it by share · world / batch first (see
  * nb_dist_shard): the mean of the gradients is then the global batch's gradient.  The
  * reduction order is fixed: the same world size, data and thread counts give the same bits.
+ * One backward pass a step: a second pass reaching a parameter before nb_ddp_finish is
+ * NB_ERR_STATE from that nb_backward (sum micro-batches' losses before one pass).  Every rank
+ * must call nb_ddp_new with the same parameter shapes and bucket_bytes (checked: NB_ERR_SHAPE on
+ * every rank); a rank whose own arguments are refused makes the call fail on every rank.
  * Parameters: contiguous host tensors of one float dtype (f32 or f64) that require grad.
  * Errors: NB_ERR_NULL, NB_ERR_ARG (n < 1, a parameter twice), NB_ERR_DTYPE, NB_ERR_STATE,
  * NB_ERR_SHAPE (ranks disagree on the parameters), NB_ERR_OOM.  Free with nb_ddp_free.

@@ -98,6 +98,103 @@ static void collectives_refuse_mismatches(void **state) {
     assert_true(nbt_at(one, 1) == W);
 }
 
+/* Arguments refused on one rank only: every rank fails the call (that rank with its own error, the
+ * others naming it), and the collectives stay in step — found by a break-it trial, where the
+ * refusing rank skipped the collective and the next call of the others paired with it. */
+static void one_rank_refusing_fails_everywhere(void **state) {
+    (void)state;
+    need_ranks();
+    nb_tensor *a = NBT(nb_ones((int64_t[]){4}, 1, NB_F32)), *b = NBT(nb_full((int64_t[]){4}, 1, 100, NB_F32));
+    nb_tensor *bad[3] = {NULL, NBT(nb_transpose(NBT(nb_zeros((int64_t[]){2, 2}, 2, NB_F32)), 0, 1)),
+                         NBT(nb_ones((int64_t[]){4}, 1, NB_I32))};
+    const nb_status want[3] = {NB_ERR_NULL, NB_ERR_STATE, NB_ERR_DTYPE};
+    for (int k = 0; k < 3; k++) {
+        nb_status st = nb_dist_all_reduce(R == 1 ? bad[k] : a, NB_DIST_SUM);
+        assert_int_equal(st, R == 1 ? want[k] : NB_ERR_ARG);
+        if (R != 1) nbt_expect_error(NB_ERR_ARG, "another rank's arguments were refused");
+        else nb_clear_error();
+        assert_true(nbt_at(a, 0) == 1); /* untouched */
+    }
+    assert_int_equal(nb_dist_broadcast(b, R == 1 ? -1 : 0), R == 1 ? NB_ERR_ARG : NB_ERR_ARG);
+    nb_clear_error();
+    assert_int_equal(nb_dist_all_reduce(b, NB_DIST_SUM), NB_OK); /* in step: only b's values */
+    assert_true(nbt_at(b, 3) == 100.0 * W);
+    /* DDP: one rank's parameter does not require grad; then buckets of another size on one rank */
+    nb_tensor *p = NBT(nb_ones((int64_t[]){3}, 1, NB_F32));
+    assert_int_equal(nb_set_requires_grad(p, R != 1), NB_OK);
+    assert_null(nb_ddp_new(&p, 1, 0));
+    nb_clear_error();
+    assert_int_equal(nb_set_requires_grad(p, true), NB_OK);
+    assert_null(nb_ddp_new(&p, 1, R == 1 ? 8 : 0));
+    nbt_expect_error(NB_ERR_SHAPE, "buckets of");
+}
+
+typedef enum { ORDER, UNUSED, NODATA } ddp_mode;
+
+/* Ranks whose backward finishes the parameters in other orders, leaves one out, or has no data:
+ * every bucket (one float each) is reduced by the same kind of call on every rank — the trial hung
+ * here when some ranks started a bucket during backward and others in finish. */
+static void ddp_ranks_that_differ(void **state) {
+    (void)state;
+    need_ranks();
+    for (int mode = ORDER; mode <= NODATA; mode++) {
+        nb_tensor *p[3];
+        for (int i = 0; i < 3; i++) {
+            p[i] = NBT(nb_full((int64_t[]){1}, 1, 1.0 + i, NB_F32));
+            assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
+        }
+        nb_ddp *d = nb_ddp_new(p, 3, 4);
+        assert_non_null(d);
+        /* loss = Σ c_i p_i with c_i = rank + i + 1, its terms in rank-dependent orders */
+        nb_tensor *terms[3];
+        for (int i = 0; i < 3; i++) terms[i] = NBT(nb_mul(p[i], (double)(R + i + 1)));
+        nb_tensor *loss = mode == ORDER && R % 2 ? NBT(nb_add(terms[2], NBT(nb_add(terms[1], terms[0]))))
+                                                 : NBT(nb_add(terms[0], NBT(nb_add(terms[1], terms[2]))));
+        if (mode == UNUSED && R == 1) loss = NBT(nb_add(terms[0], terms[1])); /* p2 unused on rank 1 */
+        if (!(mode == NODATA && R == 1)) assert_int_equal(nb_backward(loss, NULL, false), NB_OK);
+        assert_int_equal(nb_ddp_finish(d), NB_OK);
+        for (int i = 0; i < 3; i++) { /* the mean over ranks of their c_i (0 where absent) */
+            double sum = 0;
+            for (int r = 0; r < W; r++)
+                if (!((mode == NODATA && r == 1) || (mode == UNUSED && r == 1 && i == 2))) sum += r + i + 1;
+            assert_true(fabs(nbt_at(NBT(nb_grad(p[i])), 0) - sum / W) <= 1e-6);
+        }
+        nb_ddp_free(d);
+        for (int i = 0; i < 3; i++) nb_zero_grad(p[i]);
+    }
+}
+
+static void start_a_pass(void *ctx, nb_tensor *leaf) {
+    (void)leaf;
+    *(nb_status *)ctx = nb_backward(leaf, NULL, false);
+    nb_clear_error();
+}
+
+/* A second backward before finish, a stale error around finish, a pass started from a hook. */
+static void ddp_contract(void **state) {
+    (void)state;
+    nb_tensor *p = NBT(nb_ones((int64_t[]){2}, 1, NB_F32));
+    assert_int_equal(nb_set_requires_grad(p, true), NB_OK);
+    nb_ddp *d = nb_ddp_new(&p, 1, 0);
+    assert_non_null(d);
+    assert_int_equal(nb_backward(NBT(nb_sum(p, NULL, 0, false)), NULL, false), NB_OK);
+    assert_int_equal(nb_backward(NBT(nb_sum(p, NULL, 0, false)), NULL, false), NB_ERR_STATE);
+    nbt_expect_error(NB_ERR_STATE, "a second backward pass reached parameter 0 before nb_ddp_finish");
+    int64_t off, cnt;
+    assert_int_equal(nb_dist_shard(-1, &off, &cnt), NB_ERR_ARG); /* a handled error left pending */
+    assert_int_equal(nb_ddp_finish(d), NB_OK);
+    nbt_expect_error(NB_ERR_ARG, "negative batch"); /* still the pending one */
+    nb_ddp_free(d);
+    nb_status inner = NB_OK;
+    int64_t id = nb_register_post_accumulate_grad_hook(p, start_a_pass, &inner);
+    assert_true(id > 0);
+    assert_int_equal(nb_backward(NBT(nb_sum(p, NULL, 0, false)), NULL, false), NB_OK);
+    assert_int_equal(inner, NB_ERR_STATE);
+    assert_int_equal(nb_remove_grad_hook(id), NB_OK);
+    assert_int_equal(nb_remove_grad_hook(id), NB_ERR_ARG);
+    nbt_expect_error(NB_ERR_ARG, "no hook with id");
+}
+
 /* The shares of a global batch tile it in rank order, as even as can be. */
 static void shards_tile_the_batch(void **state) {
     (void)state;
@@ -367,7 +464,10 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(collectives_hand_computed, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(collectives_refuse_mismatches, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(one_rank_refusing_fails_everywhere, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(shards_tile_the_batch, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(ddp_ranks_that_differ, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(ddp_contract, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(ddp_matches_explicit_mean, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(training_matches_one_process, nbt_setup, nbt_teardown),
     };

@@ -208,9 +208,13 @@ static nb_status run_parallel(cli_step *s, nb_tensor *x, nb_tensor *y, double we
         if (st == NB_OK) st = nb_item(res[0], loss);
         if (st == NB_OK) st = nb_item(res[1], &h);
     }
-    for (int i = 0; st == NB_OK && i < n; i++) { /* none: zeros */
-        nb_tensor *p = s->params[i], *g = x ? nb_contiguous(res[2 + i]) : nb_zeros(nb_shape(p), nb_ndim(p), nb_dtype_of(p));
-        st = g ? nb_dist_all_reduce(g, NB_DIST_MEAN) : nb_last_status();
+    for (int i = 0; names && i < n; i++) { /* no rows: zeros.  A rank that failed still takes part
+                                             * (with NULL): every rank then fails here, none hangs */
+        nb_tensor *p = s->params[i], *g = st != NB_OK ? NULL : x ? nb_contiguous(res[2 + i])
+                                                          : nb_zeros(nb_shape(p), nb_ndim(p), nb_dtype_of(p));
+        nb_status r = nb_dist_all_reduce(g, NB_DIST_MEAN);
+        if (st == NB_OK) st = r;
+        if (r != NB_OK) break;
         names[i] = s->gnames[i];
         vals[i] = g;
     }

@@ -110,6 +110,8 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
                         bool create_graph, nb_tensor **grads_out) {
     const char *op = inputs ? "autograd_grad" : "backward";
     if (!root) return nb__error(NB_ERR_NULL, "%s: root is NULL", op);
+    if (nb__hooks_running())
+        return nb__error_set(NB_ERR_STATE, "%s: called from a gradient hook inside a backward pass", op);
     if (!root->requires_grad)
         return nb__error_set(NB_ERR_STATE, "%s: root does not require grad (no tracked input reached it)", op);
     nb_tensor *g0;

@@ -7,6 +7,8 @@
 #include "hooks.h"
 
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct hook {
@@ -74,9 +76,30 @@ nb_status nb_remove_grad_hook(int64_t id) {
 /* One pass's view: the hooked leaves its tape reaches and their pending contributions. */
 struct nb__hook_pass {
     int n;
-    hook *h;        /* copies (leaves not retained: the registry holds them during the pass) */
+    hook *h;        /* copies sorted by leaf, then id (leaves not retained: the registry holds them) */
     int64_t *left;  /* per copy: contributions still to come */
 };
+
+static _Thread_local bool tl_in_hook; /* a hook of this thread is running */
+
+bool nb__hooks_running(void) { return tl_in_hook; }
+
+static int by_leaf(const void *a, const void *b) {
+    const hook *x = a, *y = b;
+    uintptr_t u = (uintptr_t)x->leaf, v = (uintptr_t)y->leaf;
+    return u != v ? (u > v) - (u < v) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* The first copy of leaf in p's sorted hooks, or p->n. */
+static int first_of(const nb__hook_pass *p, const nb_tensor *leaf) {
+    int lo = 0, hi = p->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if ((uintptr_t)p->h[mid].leaf < (uintptr_t)leaf) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < p->n && p->h[lo].leaf == leaf ? lo : p->n;
+}
 
 nb_status nb__hooks_begin(nb_node *const *order, size_t n, nb__hook_pass **out) {
     *out = NULL;
@@ -91,6 +114,7 @@ nb_status nb__hooks_begin(nb_node *const *order, size_t n, nb__hook_pass **out) 
         if (!oom) {
             p->n = nhooks;
             memcpy(p->h, hooks, sizeof *hooks * (size_t)nhooks);
+            qsort(p->h, (size_t)nhooks, sizeof *p->h, by_leaf);
         }
     }
     pthread_mutex_unlock(&lock);
@@ -100,21 +124,23 @@ nb_status nb__hooks_begin(nb_node *const *order, size_t n, nb__hook_pass **out) 
     }
     for (size_t k = 0; p && k < n; k++)
         for (int i = 0; i < order[k]->n_in; i++)
-            for (int j = 0; j < p->n; j++)
-                if (order[k]->in[i] == p->h[j].leaf) p->left[j]++;
+            for (int j = first_of(p, order[k]->in[i]); j < p->n && p->h[j].leaf == order[k]->in[i]; j++) p->left[j]++;
     *out = p;
     return NB_OK;
 }
 
 void nb__hooks_node_done(nb__hook_pass *p, const nb_node *node) {
     for (int i = 0; p && i < node->n_in; i++)
-        for (int j = 0; j < p->n; j++)
-            if (node->in[i] == p->h[j].leaf && --p->left[j] == 0) p->h[j].fn(p->h[j].ctx, p->h[j].leaf);
+        for (int j = first_of(p, node->in[i]); j < p->n && p->h[j].leaf == node->in[i]; j++)
+            if (--p->left[j] == 0) {
+                tl_in_hook = true;
+                p->h[j].fn(p->h[j].ctx, p->h[j].leaf);
+                tl_in_hook = false;
+            }
 }
 
 void nb__hooks_end(nb__hook_pass *p) {
     if (!p) return;
-    /* leaves the pass never reached (a failed pass): nothing fires */
     nb__free(p->h);
     nb__free(p->left);
     nb__free(p);

@@ -13,5 +13,7 @@ nb_status nb__hooks_begin(nb_node *const *order, size_t n, nb__hook_pass **out);
  *  reached it): run the hooks of the hooked leaves it fed for the last time. */
 void nb__hooks_node_done(nb__hook_pass *p, const nb_node *node);
 void nb__hooks_end(nb__hook_pass *p);
+/** True while a hook of this thread runs (a backward pass started from one is refused). */
+bool nb__hooks_running(void);
 
 #endif

@@ -4,7 +4,11 @@
  * parameters' gradients laid out in reverse order in one flat buffer cut into
  * buckets, each bucket all-reduced (MPI_Iallreduce) once every gradient it
  * holds is final — the post-accumulate hooks tell — and the buckets started
- * in index order on every rank, as MPI needs.  Each gradient is divided by
+ * in index order on every rank, as MPI needs: every bucket but the last with
+ * MPI_Iallreduce, whether during backward or in finish, the last (the first
+ * parameters, which backward finishes last) with MPI_Allreduce in finish —
+ * the same kind of call for a bucket on every rank, as MPI's matching of
+ * collectives requires, whatever order each rank's backward takes.  Each gradient is divided by
  * the world size as it is copied in (DDP's pre-division), so the sums are the
  * means, and the grads finish sets are views of the buffer (DDP's
  * gradient_as_bucket_view): one copy a step, none back.
@@ -33,7 +37,7 @@ struct nb_ddp {
     int *first, *last;         /* per parameter: the buckets it overlaps */
     int *pending;              /* per bucket: parameters not yet in */
     bool *ready;
-    int nready;
+    nb_status err;             /* the first failure of this step's MPI calls during backward */
     int next;                  /* buckets started */
     ddp_slot *slots;
     int64_t *hook_ids;
@@ -49,10 +53,11 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Reduce the buckets from d->next on that have every gradient in: started (MPI_Iallreduce) during
- * backward, or at once (MPI_Allreduce, the library's fastest path) in finish. */
+/* Start the buckets from d->next on that have every gradient in, in index order: during backward
+ * (early) all but the last; in finish the rest, the last with the blocking MPI_Allreduce (the
+ * library's fastest path; the one bucket of a small model). */
 static void launch_ready(nb_ddp *d, bool early) {
-    while (d->next < d->nb && d->pending[d->next] == 0) {
+    while (d->next < d->nb && d->pending[d->next] == 0 && !(early && d->next == d->nb - 1)) {
         int k = d->next++;
         (void)k; /* the bucket: MPI's only */
 #ifdef NB_HAVE_MPI
@@ -60,10 +65,12 @@ static void launch_ready(nb_ddp *d, bool early) {
             int cnt = (int)(d->b0[k + 1] - d->b0[k]);
             char *at = d->flat + (size_t)d->b0[k] * d->es;
             MPI_Datatype t = nb__dist_mpi_type(d->dt);
-            int rc = early ? MPI_Iallreduce(MPI_IN_PLACE, at, cnt, t, MPI_SUM, MPI_COMM_WORLD, &d->req[k])
-                           : MPI_Allreduce(MPI_IN_PLACE, at, cnt, t, MPI_SUM, MPI_COMM_WORLD);
-            if (nb__dist_check("ddp", rc) != NB_OK || !early)
-                d->req[k] = MPI_REQUEST_NULL; /* an error stays pending: the pass and finish report it */
+            bool last = k == d->nb - 1;
+            int rc = last ? MPI_Allreduce(MPI_IN_PLACE, at, cnt, t, MPI_SUM, MPI_COMM_WORLD)
+                          : MPI_Iallreduce(MPI_IN_PLACE, at, cnt, t, MPI_SUM, MPI_COMM_WORLD, &d->req[k]);
+            nb_status st = rc == MPI_SUCCESS ? NB_OK : nb__dist_check("ddp", rc);
+            if (st != NB_OK || last) d->req[k] = MPI_REQUEST_NULL;
+            if (st != NB_OK && d->err == NB_OK) d->err = st;
         }
 #endif
         if (early) d->stats.launched_early++;
@@ -75,12 +82,8 @@ static void launch_ready(nb_ddp *d, bool early) {
 }
 
 /* Parameter i's gradient is final (none: zeros): into flat, its buckets counted down. */
-static void param_in(nb_ddp *d, int i, bool early) {
-    if (d->ready[i]) return;
+static void param_in(nb_ddp *d, int i) {
     d->ready[i] = true;
-    /* the last gradient ends backward's part: what it completes is reduced at once (a started
-     * MPI_Iallreduce would only be waited for, slower than MPI_Allreduce) */
-    if (++d->nready == d->n) early = false;
     char *dst = d->flat + (size_t)d->off[i] * d->es;
     nb_tensor *g = d->params[i]->grad ? nb__dense(d->params[i]->grad) : NULL;
     int64_t n = d->len[i];
@@ -94,13 +97,18 @@ static void param_in(nb_ddp *d, int i, bool early) {
         for (const double *s = (const double *)nb__ptr(g), *e = s + n; s < e; s++, dst += 8) *(double *)dst = *s / d->world;
     nb_release(g);
     for (int k = d->first[i]; k <= d->last[i]; k++) d->pending[k]--;
-    launch_ready(d, early);
 }
 
 static void on_grad(void *ctx, nb_tensor *leaf) {
     (void)leaf;
     ddp_slot *s = ctx;
-    param_in(s->d, s->i, true);
+    if (s->d->ready[s->i]) { /* its bucket may be on the wire already */
+        nb__error(NB_ERR_STATE, "ddp: a second backward pass reached parameter %d before nb_ddp_finish (one pass a "
+                  "step: sum the micro-batches' losses before one nb_backward)", s->i);
+        return;
+    }
+    param_in(s->d, s->i);
+    launch_ready(s->d, true);
 }
 
 void nb_ddp_free(nb_ddp *d) {
@@ -182,10 +190,10 @@ static void reset(nb_ddp *d) {
     memset(d->pending, 0, sizeof(int) * (size_t)d->nb);
     for (int i = 0; i < d->n; i++) {
         d->ready[i] = false;
-        d->nready = 0;
         for (int k = d->first[i]; k <= d->last[i]; k++) d->pending[k]++;
     }
     d->next = 0;
+    d->err = NB_OK;
 #ifdef NB_HAVE_MPI
     for (int k = 0; k < d->nb; k++) d->req[k] = MPI_REQUEST_NULL;
 #endif
@@ -193,9 +201,9 @@ static void reset(nb_ddp *d) {
 
 nb_ddp *nb_ddp_new(nb_tensor *const *params, int n, size_t bucket_bytes) {
     const char *op = "ddp_new";
-    if (params_ok(op, params, n) != NB_OK) return NULL;
-    nb_ddp *d = nb__calloc(1, sizeof *d);
-    nb_status st = d ? NB_OK : nb__error(NB_ERR_OOM, "%s: out of memory", op);
+    nb_status st = params_ok(op, params, n); /* not returned before the ranks agree: they all take part */
+    nb_ddp *d = st == NB_OK ? nb__calloc(1, sizeof *d) : NULL;
+    if (st == NB_OK && !d) st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
     if (st == NB_OK) {
         d->n = n;
         d->world = nb_dist_world_size();
@@ -217,9 +225,27 @@ nb_ddp *nb_ddp_new(nb_tensor *const *params, int n, size_t bucket_bytes) {
 #ifdef NB_HAVE_MPI
     if (st == NB_OK && !(d->req = nb__malloc(sizeof(MPI_Request) * (size_t)(d->nb + 1))))
         st = nb__error(NB_ERR_OOM, "%s: out of memory", op);
-    /* every rank the same parameters, then rank 0's values everywhere */
-    if (st == NB_OK) st = nb__dist_agree(op, d->dt, (int64_t[]){n, d->total}, 2);
-    for (int i = 0; st == NB_OK && i < n; i++) st = nb__dist_agree(op, d->dt, params[i]->shape, params[i]->ndim);
+#endif
+    /* every rank the same parameters and buckets (or every rank an error), then rank 0's values */
+    int64_t sig[2 + NB_MAX_DIMS] = {0};
+    char mine[256] = "refused parameters";
+    if (st == NB_OK) {
+        sig[0] = n;
+        sig[1] = d->total;
+        sig[2] = (int64_t)bucket_bytes;
+        sig[3] = d->dt;
+        snprintf(mine, sizeof mine, "%d %s parameters of %lld elements, buckets of %zu bytes", n, nb_dtype_name(d->dt),
+                 (long long)d->total, bucket_bytes);
+    }
+    st = nb__dist_agree(op, st, sig, 4, mine);
+    for (int i = 0; st == NB_OK && i < n; i++) {
+        memset(sig, 0, sizeof sig);
+        sig[0] = params[i]->ndim;
+        memcpy(sig + 1, params[i]->shape, sizeof(int64_t) * (size_t)params[i]->ndim);
+        snprintf(mine, sizeof mine, "parameter %d of shape %s", i, NB_SHAPE_STR(params[i]));
+        st = nb__dist_agree(op, st, sig, 1 + NB_MAX_DIMS, mine);
+    }
+#ifdef NB_HAVE_MPI
     for (int i = 0; st == NB_OK && d->world > 1 && i < n; i++) {
         size_t bytes = (size_t)d->len[i] * d->es;
         for (size_t b = 0; st == NB_OK && b < bytes; b += INT32_MAX / 2)
@@ -243,11 +269,18 @@ nb_ddp *nb_ddp_new(nb_tensor *const *params, int n, size_t bucket_bytes) {
 
 nb_status nb_ddp_finish(nb_ddp *d) {
     if (!d) return nb__error(NB_ERR_NULL, "ddp_finish: d is NULL");
-    nb_status st = nb_last_status(); /* a failure while starting a bucket inside backward */
-    for (int i = 0; i < d->n; i++) param_in(d, i, false); /* parameters without a gradient: zeros */
+    nb__error_frame fr;
+    nb__own_begin(&fr);
+    for (int i = 0; i < d->n; i++)
+        if (!d->ready[i]) param_in(d, i); /* parameters without a gradient: zeros */
     double t0 = now();
+    launch_ready(d, false);
+    nb_status st = d->err; /* a failure while starting a bucket inside backward, or now */
 #ifdef NB_HAVE_MPI
-    if (d->world > 1) st = nb__dist_check("ddp_finish", MPI_Waitall(d->nb, d->req, MPI_STATUSES_IGNORE));
+    if (d->world > 1) {
+        nb_status w = nb__dist_check("ddp_finish", MPI_Waitall(d->nb, d->req, MPI_STATUSES_IGNORE));
+        if (st == NB_OK) st = w;
+    }
 #endif
     d->stats.wait_seconds += now() - t0;
     for (int i = 0; st == NB_OK && i < d->n; i++) { /* the grads: views of the reduced buffer */
@@ -264,7 +297,7 @@ nb_status nb_ddp_finish(nb_ddp *d) {
     }
     reset(d);
     d->stats.steps++;
-    return st;
+    return nb__own_end(&fr, "ddp_finish", st);
 }
 
 nb_ddp_stats nb_ddp_stats_get(const nb_ddp *d) { return d ? d->stats : (nb_ddp_stats){0}; }

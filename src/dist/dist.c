@@ -65,7 +65,9 @@ MPI_Datatype nb__dist_mpi_type(nb_dtype dt) {
 nb_status nb_dist_init(int *argc, char ***argv) {
 #ifdef NB_HAVE_MPI
     if (nb__dist_active()) return NB_OK;
-    int init = 0, provided = 0;
+    int init = 0, provided = 0, fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return nb__error(NB_ERR_STATE, "dist_init: MPI was finalized in this process and cannot start again");
     MPI_Initialized(&init);
     if (init) {
         attached = true;
@@ -110,32 +112,51 @@ int nb_dist_world_size(void) {
     return n;
 }
 
-nb_status nb__dist_agree(const char *op, nb_dtype dt, const int64_t *shape, int ndim) {
+nb_status nb__dist_agree(const char *op, nb_status local, const int64_t *sig, int n, const char *mine) {
+    NB_ASSERT(n <= 32);
 #ifdef NB_HAVE_MPI
-    if (!nb__dist_active()) return NB_OK;
-    /* the signature and its negation, maximized: equal on every rank exactly when max == -max(-x) */
-    enum { S = 2 + NB_MAX_DIMS };
-    int64_t sig[2 * S] = {0};
-    sig[0] = dt;
-    sig[1] = ndim;
-    for (int d = 0; d < ndim; d++) sig[2 + d] = shape[d];
-    for (int i = 0; i < S; i++) sig[S + i] = -sig[i];
-    nb_status st = nb__dist_check(op, MPI_Allreduce(MPI_IN_PLACE, sig, 2 * S, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
-    if (st != NB_OK) return st;
-    for (int i = 0; i < S; i++)
-        if (sig[i] != -sig[S + i])
-            return nb__error(NB_ERR_SHAPE, "%s: the ranks passed tensors of other dtypes or shapes (rank %d has %s %s)",
-                             op, nb_dist_rank(), nb_dtype_name(dt), NB_DIMS_STR(shape, ndim));
+    if (!nb__dist_active()) return local;
+    /* [refused, sig...] and its negation, maximized: some rank refused its arguments when the first
+     * is 1; the signatures are equal on every rank exactly when max == -max(-x) */
+    int64_t v[2 * 33] = {0};
+    v[0] = local != NB_OK;
+    for (int i = 0; i < n; i++) v[1 + i] = sig[i];
+    for (int i = 0; i <= n; i++) v[n + 1 + i] = -v[i];
+    nb_status st = nb__dist_check(op, MPI_Allreduce(MPI_IN_PLACE, v, 2 * (n + 1), MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+    if (st != NB_OK || local != NB_OK) return local != NB_OK ? local : st;
+    if (v[0]) return nb__error(NB_ERR_ARG, "%s: another rank's arguments were refused (see its error)", op);
+    for (int i = 1; i <= n; i++)
+        if (v[i] != -v[n + 1 + i])
+            return nb__error(NB_ERR_SHAPE, "%s: the ranks passed other %s (rank %d has %s)", op,
+                             mine ? "arguments" : "tensors", nb_dist_rank(), mine ? mine : "?");
 #else
     (void)op;
-    (void)dt;
-    (void)shape;
-    (void)ndim;
+    (void)sig;
+    (void)n;
+    (void)mine;
 #endif
-    return NB_OK;
+    return local;
 }
 
-/* The checks every collective makes on its tensor, then the agreement of the ranks. */
+/* Agreement on tensor t (dtype and shape) after this rank's own checks gave `local`. */
+static nb_status agree_tensor(const char *op, nb_status local, const nb_tensor *t) {
+    int64_t sig[2 + NB_MAX_DIMS] = {0};
+    char mine[224] = "no tensor";
+    if (t && local == NB_OK) {
+        sig[0] = t->dtype;
+        sig[1] = t->ndim;
+        for (int d = 0; d < t->ndim; d++) sig[2 + d] = t->shape[d];
+        snprintf(mine, sizeof mine, "%s %s", nb_dtype_name(t->dtype), NB_SHAPE_STR(t));
+    }
+    nb_status st = nb__dist_agree(op, local, sig, 2 + NB_MAX_DIMS, mine);
+    if (st == NB_ERR_SHAPE && local == NB_OK) /* name what differs */
+        return nb__error_set(NB_ERR_SHAPE, "%s: the ranks passed tensors of other dtypes or shapes (rank %d has %s)",
+                             op, nb_dist_rank(), mine);
+    return st;
+}
+
+/* This rank's checks of a collective's tensor (errors recorded, not returned early: every rank must
+ * still take part in the agreement, or the collectives would fall out of step). */
 static nb_status usable(const char *op, const nb_tensor *t, bool want_float) {
     if (!t) return nb__error(NB_ERR_NULL, "%s: the tensor is NULL", op);
     if (nb__is_symbolic(t) || !nb_is_contiguous(t) || t->requires_grad || t->storage->device.type != NB_DEVICE_CPU)
@@ -144,7 +165,7 @@ static nb_status usable(const char *op, const nb_tensor *t, bool want_float) {
                          nb_is_contiguous(t) ? "" : ", not contiguous", t->requires_grad ? ", requiring grad" : "");
     if (want_float && !nb_dtype_is_float(t->dtype))
         return nb__error(NB_ERR_DTYPE, "%s: float tensors only, got %s", op, nb_dtype_name(t->dtype));
-    return nb__dist_agree(op, t->dtype, t->shape, t->ndim);
+    return NB_OK;
 }
 
 void nb__dist_divide(nb_tensor *t, int n) {
@@ -160,6 +181,7 @@ nb_status nb_dist_all_reduce(nb_tensor *t, nb_dist_op op) {
     nb__error_frame fr;
     nb__own_begin(&fr);
     nb_status st = (unsigned)op < NB_DIST_OP_COUNT ? usable(name, t, true) : nb__error(NB_ERR_ARG, "%s: op %d", name, op);
+    st = agree_tensor(name, st, t);
 #ifdef NB_HAVE_MPI
     int world = nb_dist_world_size();
     if (st == NB_OK && world > 1) {
@@ -190,6 +212,7 @@ nb_status nb_dist_broadcast(nb_tensor *t, int root) {
     int world = nb_dist_world_size();
     nb_status st = root >= 0 && root < world ? usable(name, t, false)
                                              : nb__error(NB_ERR_ARG, "%s: root %d outside [0, %d)", name, root, world);
+    st = agree_tensor(name, st, t);
 #ifdef NB_HAVE_MPI
     size_t bytes = (size_t)nb_numel(t) * nb_dtype_size(t ? t->dtype : NB_U8);
     for (size_t i0 = 0; st == NB_OK && world > 1 && i0 < bytes; i0 += INT32_MAX / 2) {
@@ -216,6 +239,7 @@ nb_status nb_dist_all_gather(const nb_tensor *t, nb_tensor *out) {
         else if (!nb_is_contiguous(out) || out->requires_grad || nb__is_symbolic(out))
             st = nb__error(NB_ERR_STATE, "%s: out must be a contiguous CPU tensor that does not require grad", name);
     }
+    st = agree_tensor(name, st, t);
     size_t bytes = t ? (size_t)nb_numel(t) * nb_dtype_size(t->dtype) : 0;
     if (st == NB_OK && world == 1) memcpy(nb__ptr(out), nb__ptr(t), bytes);
 #ifdef NB_HAVE_MPI

@@ -17,8 +17,11 @@ nb_status nb__dist_check(const char *op, int rc);
 void nb__dist_divide(nb_tensor *t, int n);
 /** True while MPI is initialized and attached (nb_dist_init), with more than... any size. */
 bool nb__dist_active(void);
-/** Every rank agrees on t's dtype and shape (one small all-reduce); NB_ERR_SHAPE naming op and
- *  this rank's tensor otherwise.  NB_OK at once outside MPI. */
-nb_status nb__dist_agree(const char *op, nb_dtype dt, const int64_t *shape, int ndim);
+/** The ranks agree (one small all-reduce every rank takes part in, whatever its own checks gave):
+ *  `local` is this rank's verdict on its arguments (its error already recorded), sig[0..n) (n <= 32)
+ *  what must be equal everywhere, `mine` this rank's in words.  Returns local when it failed, else
+ *  NB_ERR_ARG when another rank's failed, NB_ERR_SHAPE when the signatures differ, else NB_OK.
+ *  Outside MPI: local. */
+nb_status nb__dist_agree(const char *op, nb_status local, const int64_t *sig, int n, const char *mine);
 
 #endif
