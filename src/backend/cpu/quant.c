@@ -1,8 +1,9 @@
 /*
- * quant.c — the CPU backend's low-precision kernels (O10): quantize and
- * dequantize rows in parallel, and scaled_matmul as the f32 GEMM whose
- * packing step decodes the codes (a table of each format's values times the
- * block's scale), so no float copy of either operand is made.
+ * quant.c — the CPU backend's low-precision kernels (O10): quantize rows in
+ * parallel, and scaled_matmul as the f32 GEMM whose packing step decodes the
+ * codes (a table of each format's values times the block's scale), so no
+ * float copy of either operand is made; dequantize is that packing step with
+ * panels one row wide.
  */
 #include "quant.h"
 #include "gemm.h"
@@ -101,9 +102,7 @@ void nb__gemm_pack_codes(const nb_gemm_codes *c, float *dst, int64_t r0, int64_t
 typedef struct rows_ctx {
     const nb_lowp_row *r;
     const float *x;
-    float *out;
     uint8_t *codes, *scales;
-    const uint8_t *ccodes, *cscales;
 } rows_ctx;
 
 static uint8_t encode_sat(int fmt, float x) { return nb__lowp_encode(fmt, x, true); }
@@ -125,25 +124,23 @@ nb_status nb__cpu_quantize(const nb_lowp_row *r, int64_t rows, const nb_tensor *
     return NB_OK;
 }
 
+typedef struct deq_ctx {
+    nb_gemm_codes src;
+    float *out;
+} deq_ctx;
+
+/* Rows [lo, hi) decoded: the GEMM's packing with panels one row wide writes them row-major. */
 static void dequantize_rows(void *p, int64_t lo, int64_t hi, int tid) {
     (void)tid;
-    const rows_ctx *c = p;
-    const nb_lowp_row *r = c->r;
-    int bits = nb__lowp_fmts[r->fmt].bits;
-    const float *lut = nb__lowp_table(r->fmt);
-    float st[256];
-    if (c->cscales) scale_table(r, st);
-    int64_t rb = nb__lowp_row_bytes(bits, r->k);
-    for (int64_t i = lo; i < hi; i++) {
-        scale_map sm = scale_map_of(r, st, c->cscales, i);
-        decode_run(bits, lut, c->ccodes + i * rb, &sm, 0, r->k, c->out + i * r->k, 1);
-    }
+    const deq_ctx *c = p;
+    int64_t k = c->src.row->k;
+    nb__gemm_pack_codes(&c->src, c->out + lo * k, lo, hi - lo, 0, k, 1);
 }
 
 nb_status nb__cpu_dequantize(const nb_lowp_row *r, int64_t rows, const nb_tensor *codes, const nb_tensor *scales,
                              nb_tensor *out) {
-    rows_ctx c = {.r = r, .out = (float *)nb__ptr(out), .ccodes = (const uint8_t *)nb__ptr(codes),
-                  .cscales = scales ? (const uint8_t *)nb__ptr(scales) : NULL};
+    deq_ctx c = {{r, (const uint8_t *)nb__ptr(codes), scales ? (const uint8_t *)nb__ptr(scales) : NULL},
+                 (float *)nb__ptr(out)};
     nb__parallel_for(rows, 1 + 65536 / (r->k + 1), dequantize_rows, &c);
     return NB_OK;
 }
