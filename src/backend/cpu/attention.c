@@ -19,13 +19,41 @@
 
 enum { TQ = 64, TK = 256 };
 
+/* The scratch of a tiled kernel: per chunk of tasks (min(tasks, 4 · threads) chunks) the GEMM's
+ * workspace (the largest its calls need, 64-byte aligned) and then the tiles, and after the chunks
+ * `extra` bytes. */
+typedef struct at_ws {
+    char *base, *ws, *extra;
+    size_t gemm, chunk, total;
+    int64_t chunks;
+} at_ws;
+
+static bool at_ws_alloc(at_ws *w, const nb_gemm *sizes, int n, size_t tiles, int64_t tasks, size_t extra) {
+    size_t g = 0;
+    for (int i = 0; i < n; i++) {
+        size_t s = nb__gemm_ws_size(&sizes[i]);
+        g = s > g ? s : g;
+    }
+    w->gemm = (g + 63) / 64 * 64;
+    w->chunk = (w->gemm + tiles + 63) / 64 * 64;
+    w->chunks = 4 * (int64_t)nb_get_num_threads();
+    if (w->chunks > tasks) w->chunks = tasks;
+    w->total = w->chunk * (size_t)w->chunks + 64 + extra;
+    if (!(w->base = nb__buf_alloc(w->total))) return false;
+    w->ws = (char *)(((uintptr_t)w->base + 63) / 64 * 64);
+    w->extra = w->ws + w->chunk * (size_t)w->chunks;
+    return true;
+}
+
+/* Chunk tid's scratch. */
+static char *at_ws_of(const at_ws *w, int tid) { return w->ws + (size_t)tid * w->chunk; }
+
 typedef struct at_ctx {
     const nb_tensor *out, *lse, *q, *k, *v;
     int mask;
     int64_t window, hq, hkv, lq, lk, d, dv, nqt;
     double scale;
-    char *ws; /* per chunk: GEMM workspace, then the tiles */
-    size_t ws_gemm, ws_chunk;
+    at_ws w;
     nb_k_unary exp_kernel;
 } at_ctx;
 
@@ -64,7 +92,7 @@ AT_ROWS(double)
         const T *v = (const T *)nb__ptr(c->v) + (b * c->hkv + kvh) * c->lk * dv;                             \
         T *out = (T *)nb__ptr(c->out) + ((b * c->hq + h) * c->lq + i0) * dv;                                 \
         T *lse = (T *)nb__ptr(c->lse) + (b * c->hq + h) * c->lq + i0;                                         \
-        T *qs = (T *)(ws + c->ws_gemm), *s = qs + TQ * d, *ot = s + TQ * TK, *acc = ot + TQ * dv;            \
+        T *qs = (T *)(ws + c->w.gemm), *s = qs + TQ * d, *ot = s + TQ * TK, *acc = ot + TQ * dv;             \
         double *mx = (double *)(acc + TQ * dv), *sum = mx + TQ;                                               \
         for (int64_t r = 0; r < rows * d; r++) qs[r] = (T)(q[r] * c->scale);                                \
         memset(acc, 0, sizeof(T) * (size_t)(rows * dv));                                                     \
@@ -117,7 +145,7 @@ AT_DEFINE(double, NB_F64, tile_f64)
 
 static void at_range(void *p, int64_t lo, int64_t hi, int tid) {
     const at_ctx *c = p;
-    char *ws = c->ws + (size_t)tid * c->ws_chunk;
+    char *ws = at_ws_of(&c->w, tid);
     for (int64_t t = lo; t < hi; t++) {
         if (c->out->dtype == NB_F32) tile_f32(c, t, ws);
         else tile_f64(c, t, ws);
@@ -127,24 +155,18 @@ static void at_range(void *p, int64_t lo, int64_t hi, int tid) {
 nb_status nb__cpu_attention(nb_tensor *out, nb_tensor *lse, const nb_tensor *q, const nb_tensor *k,
                             const nb_tensor *v, int mask, int64_t window, double scale) {
     at_ctx c = {out, lse, q, k, v, mask, window, q->shape[1], k->shape[1], q->shape[2], k->shape[2], q->shape[3],
-                v->shape[3], (q->shape[2] + TQ - 1) / TQ, scale, NULL, 0, 0, NULL};
+                v->shape[3], (q->shape[2] + TQ - 1) / TQ, scale, {0}, NULL};
     int slot = out->dtype == NB_F64;
     size_t es = nb_dtype_size(out->dtype);
     c.exp_kernel = nb__cpu_kernels()->unary[NB_OP_EXP][slot];
     nb_gemm sizes[2] = {{.dt = out->dtype, .m = TQ, .n = TK, .k = c.d}, {.dt = out->dtype, .m = TQ, .n = c.dv, .k = TK}};
-    size_t g0 = nb__gemm_ws_size(&sizes[0]), g1 = nb__gemm_ws_size(&sizes[1]);
-    c.ws_gemm = ((g0 > g1 ? g0 : g1) + 63) / 64 * 64;
     size_t tiles = es * (size_t)(TQ * c.d + TQ * TK + 2 * TQ * c.dv) + 2 * sizeof(double) * TQ;
-    c.ws_chunk = (c.ws_gemm + tiles + 63) / 64 * 64;
-    int64_t tasks = out->shape[0] * c.hq * c.nqt, chunks = 4 * (int64_t)nb_get_num_threads();
-    if (chunks > tasks) chunks = tasks;
+    int64_t tasks = out->shape[0] * c.hq * c.nqt;
     if (tasks == 0) return NB_OK;
-    c.ws = nb__buf_alloc(c.ws_chunk * (size_t)chunks + 64);
-    if (!c.ws) return nb__error(NB_ERR_OOM, "attention: out of memory for the tiles' workspace");
-    char *base = c.ws;
-    c.ws = (char *)(((uintptr_t)base + 63) / 64 * 64); /* the GEMM workspace: 64-byte aligned */
-    nb__parallel_chunks(tasks, chunks, at_range, &c);
-    nb__buf_free(base, c.ws_chunk * (size_t)chunks + 64);
+    if (!at_ws_alloc(&c.w, sizes, 2, tiles, tasks, 0))
+        return nb__error(NB_ERR_OOM, "attention: out of memory for the tiles' workspace");
+    nb__parallel_chunks(tasks, c.w.chunks, at_range, &c);
+    nb__buf_free(c.w.base, c.w.total);
     return NB_OK;
 }
 
@@ -164,8 +186,7 @@ typedef struct atb_ctx {
     int mask;
     int64_t window, bn, hq, hkv, lq, lk, d, dv;
     double scale;
-    char *ws;
-    size_t ws_gemm, ws_chunk;
+    at_ws w;
     nb_k_unary exp_kernel;
 } atb_ctx;
 
@@ -185,7 +206,7 @@ ATB_ADD(double)
         T *dq = (T *)nb__ptr(c->gq) + qo * d;                                                                   \
         T *dk = grp == 1 ? (T *)nb__ptr(c->gk) + ko * d : (T *)c->bufs + task * c->lk * (d + dv);             \
         T *dvv = grp == 1 ? (T *)nb__ptr(c->gv) + ko * dv : dk + c->lk * d;                                   \
-        T *qs = (T *)(ws + c->ws_gemm), *p = qs + TQ * d, *dp = p + TQ * TK, *tmp = dp + TQ * TK;             \
+        T *qs = (T *)(ws + c->w.gemm), *p = qs + TQ * d, *dp = p + TQ * TK, *tmp = dp + TQ * TK;              \
         T *dqa = tmp + TK * (d > dv ? d : dv);                                                                  \
         double *dr = (double *)(dqa + TQ * d);                                                                  \
         memset(dk, 0, sizeof(T) * (size_t)(c->lk * d));                                                         \
@@ -243,7 +264,7 @@ ATB_DEFINE(double, NB_F64, grad_f64)
 
 static void atb_range(void *p, int64_t lo, int64_t hi, int tid) {
     const atb_ctx *c = p;
-    char *ws = c->ws + (size_t)tid * c->ws_chunk;
+    char *ws = at_ws_of(&c->w, tid);
     for (int64_t t = lo; t < hi; t++) {
         if (c->gq->dtype == NB_F32) grad_f32(c, t, ws);
         else grad_f64(c, t, ws);
@@ -280,13 +301,8 @@ nb_status nb__cpu_attention_backward(nb_tensor *dq, nb_tensor *dk, nb_tensor *dv
     int64_t wmax = c.d > c.dv ? c.d : c.dv;
     nb_gemm sizes[3] = {{.dt = q->dtype, .m = TQ, .n = TK, .k = wmax}, {.dt = q->dtype, .m = TK, .n = wmax, .k = TQ},
                         {.dt = q->dtype, .m = TQ, .n = wmax, .k = TK}};
-    size_t gmax = 0;
-    for (int i = 0; i < 3; i++) gmax = nb__gemm_ws_size(&sizes[i]) > gmax ? nb__gemm_ws_size(&sizes[i]) : gmax;
-    c.ws_gemm = (gmax + 63) / 64 * 64;
     size_t tiles = es * (size_t)(TQ * c.d + 2 * TQ * TK + TK * wmax + TQ * c.d) + sizeof(double) * TQ;
-    c.ws_chunk = (c.ws_gemm + tiles + 63) / 64 * 64;
-    int64_t tasks = c.bn * c.hq, chunks = 4 * (int64_t)nb_get_num_threads();
-    if (chunks > tasks) chunks = tasks;
+    int64_t tasks = c.bn * c.hq;
     if (tasks == 0 || c.lk == 0) { /* nothing to sum: zeros (no query: every gradient; no key: dq) */
         memset(nb__ptr(dq), 0, (size_t)nb_numel(dq) * es);
         memset(nb__ptr(dk), 0, (size_t)nb_numel(dk) * es);
@@ -294,13 +310,12 @@ nb_status nb__cpu_attention_backward(nb_tensor *dq, nb_tensor *dk, nb_tensor *dv
         return NB_OK;
     }
     size_t bufs = c.hq == c.hkv ? 0 : (size_t)(tasks * c.lk * (c.d + c.dv)) * es;
-    size_t total = c.ws_chunk * (size_t)chunks + 64 + bufs;
-    char *base = nb__buf_alloc(total);
-    if (!base) return nb__error(NB_ERR_OOM, "attention_backward: out of memory for the tiles' workspace");
-    c.ws = (char *)(((uintptr_t)base + 63) / 64 * 64);
-    c.bufs = bufs ? c.ws + c.ws_chunk * (size_t)chunks : NULL;
+    if (!at_ws_alloc(&c.w, sizes, 3, tiles, tasks, bufs))
+        return nb__error(NB_ERR_OOM, "attention_backward: out of memory for the tiles' workspace");
+    c.bufs = bufs ? c.w.extra : NULL;
+    int64_t chunks = c.w.chunks, heads = c.bn * c.hkv;
     nb__parallel_chunks(tasks, chunks, atb_range, &c);
-    if (bufs) nb__parallel_chunks(c.bn * c.hkv, chunks < c.bn * c.hkv ? chunks : c.bn * c.hkv, atb_reduce, &c);
-    nb__buf_free(base, total);
+    if (bufs) nb__parallel_chunks(heads, chunks < heads ? chunks : heads, atb_reduce, &c);
+    nb__buf_free(c.w.base, c.w.total);
     return NB_OK;
 }
