@@ -82,3 +82,18 @@ int nbt_teardown(void **state) {
     assert_int_equal(nb_last_status(), NB_OK);
     return 0;
 }
+
+long nbt_live_blocks, nbt_peak_blocks;
+
+void *nbt_counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
+    (void)ud;
+    (void)osize;
+    if (nsize == 0) {
+        if (ptr) nbt_live_blocks--;
+        free(ptr);
+        return NULL;
+    }
+    void *q = realloc(ptr, nsize);
+    if (q && !ptr && ++nbt_live_blocks > nbt_peak_blocks) nbt_peak_blocks = nbt_live_blocks;
+    return q;
+}

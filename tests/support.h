@@ -25,5 +25,10 @@ int nbt_teardown(void **state);
 void nbt_expect_error(nb_status code, const char *needle);
 /** Value at a flat row-major position, as double. */
 double nbt_at(nb_tensor *t, int64_t flat);
+/** An allocation function for nb_set_allocator (malloc/realloc/free) that counts nabla's
+ *  outstanding heap blocks in nbt_live_blocks and their high-water mark in nbt_peak_blocks, to
+ *  check that work and its failures give every block back. */
+void *nbt_counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize);
+extern long nbt_live_blocks, nbt_peak_blocks;
 
 #endif

@@ -436,24 +436,10 @@ static void training_matches_one_process(void **state) {
     }
 }
 
-/* nabla's heap, counted: LeakSanitizer cannot tell Open MPI's unloaded plugins' blocks from a leak,
- * so under mpirun it is off and this count checks that nabla's own blocks all come back. */
-static long live_blocks;
-static void *counting(void *ud, void *ptr, size_t osize, size_t nsize) {
-    (void)ud;
-    (void)osize;
-    if (nsize == 0) {
-        if (ptr) live_blocks--;
-        free(ptr);
-        return NULL;
-    }
-    void *q = realloc(ptr, nsize);
-    if (q && !ptr) live_blocks++;
-    return q;
-}
-
 int main(int argc, char **argv) {
-    if (nb_set_allocator(counting, NULL) != NB_OK) return 1;
+    /* nabla's heap, counted: LeakSanitizer cannot tell Open MPI's unloaded plugins' blocks from a
+     * leak, so under mpirun it is off and this count checks that nabla's own blocks all come back */
+    if (nb_set_allocator(nbt_counting_alloc, NULL) != NB_OK) return 1;
     if (nb_dist_available() && nb_dist_init(&argc, &argv) != NB_OK) {
         fprintf(stderr, "test_dist: %s\n", nb_last_message());
         return 1;
@@ -473,8 +459,8 @@ int main(int argc, char **argv) {
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     nb_dist_finalize();
-    if (live_blocks != 0 || nb_set_allocator(NULL, NULL) != NB_OK) {
-        fprintf(stderr, "test_dist: rank %d: %ld of nabla's heap blocks were never freed\n", R, live_blocks);
+    if (nbt_live_blocks != 0 || nb_set_allocator(NULL, NULL) != NB_OK) {
+        fprintf(stderr, "test_dist: rank %d: %ld of nabla's heap blocks were never freed\n", R, nbt_live_blocks);
         return 1;
     }
     return rc;

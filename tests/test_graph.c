@@ -17,22 +17,6 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- a counting allocator: outstanding blocks, to check that failures leak nothing ---- */
-
-static long live_blocks, peak_blocks;
-
-static void *counting_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    (void)ud;
-    (void)osize;
-    if (nsize == 0) {
-        if (ptr) live_blocks--;
-        free(ptr);
-        return NULL;
-    }
-    if (!ptr && ++live_blocks > peak_blocks) peak_blocks = live_blocks;
-    return realloc(ptr, nsize);
-}
-
 /* ---- helpers ---- */
 
 static void assert_same_bits(nb_tensor *got, nb_tensor *want) {
@@ -264,7 +248,7 @@ static void bad_arguments_are_typed_errors_without_leaks(void **state) {
     nb_tensor *outs[2] = {0};
     assert_int_equal(run2(c, x, y, outs), NB_OK); /* warm: dims interned, buffers cached */
     nb_scope_begin();
-    long before = live_blocks;
+    long before = nbt_live_blocks;
     outs[0] = outs[1] = NULL;
     assert_error(nb_compiled_run(c, 2, (const char *[]){"x", "z"}, (nb_tensor *[]){x, y}, 2, outs), NB_ERR_ARG, "'z'");
     assert_error(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 2, outs), NB_ERR_ARG, "input 'y'");
@@ -279,7 +263,7 @@ static void bad_arguments_are_typed_errors_without_leaks(void **state) {
     assert_error(nb_compiled_run(NULL, 0, NULL, NULL, 0, NULL), NB_ERR_NULL, NULL);
     assert_null(outs[0]);
     assert_null(outs[1]);
-    assert_int_equal(live_blocks, before);
+    assert_int_equal(nbt_live_blocks, before);
     nb_scope_end();
     nb_compiled_release(c);
     nb_graph_release(g);
@@ -424,11 +408,11 @@ static void intermediates_are_freed_after_last_use(void **state) {
     nb_compiled *c = nb_graph_compile(g, NB_CPU);
     nb_tensor *x = NBT(nb_randn(NB_SHAPE(8, 256), NB_F32)), *y = NULL;
     assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 1, &y), NB_OK); /* warm */
-    long before = live_blocks;
-    peak_blocks = live_blocks;
+    long before = nbt_live_blocks;
+    nbt_peak_blocks = nbt_live_blocks;
     assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &x, 1, &y), NB_OK);
     /* each tensor is a few blocks (record, storage, data); keeping all 24 would be ~70 more */
-    assert_true(peak_blocks - before < 24);
+    assert_true(nbt_peak_blocks - before < 24);
     nb_compiled_release(c);
     nb_graph_release(g);
 }
@@ -758,13 +742,13 @@ static void trace_owns_its_graph_and_scope(void **state) {
     nb_graph_end(g);
     nb_clear_error();
     nb_graph_release(g);
-    long before = live_blocks;
+    long before = nbt_live_blocks;
     g = nb_graph_begin("released");
     x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
     nb_graph_release(g); /* the trace still holds it */
     NBT(nb_exp(x));
     assert_error(nb_graph_end(g), NB_ERR_STATE, "no output");
-    assert_int_equal(live_blocks, before);
+    assert_int_equal(nbt_live_blocks, before);
     /* an unmatched nb_scope_end inside a trace cannot close the trace's scope */
     g = nb_graph_begin("guarded");
     x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(2)));
@@ -775,7 +759,7 @@ static void trace_owns_its_graph_and_scope(void **state) {
     NBT(nb_neg(x));
     assert_int_equal(nb_graph_end(g), NB_OK);
     nb_graph_release(g);
-    assert_int_equal(live_blocks, before);
+    assert_int_equal(nbt_live_blocks, before);
 }
 
 static void *trace_and_exit(void *arg) {
@@ -806,11 +790,11 @@ static nb_status fn_with_fails(nb_graph *g, void *ctx, void *meta) {
 /* Traces left open are ended: by a thread's exit, by nb_graph_build after its fn; fn's error is kept. */
 static void open_traces_are_unwound_and_fn_errors_kept(void **state) {
     (void)state;
-    long before = live_blocks;
+    long before = nbt_live_blocks;
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, trace_and_exit, NULL), 0);
     assert_int_equal(pthread_join(th, NULL), 0);
-    assert_int_equal(live_blocks, before);
+    assert_int_equal(nbt_live_blocks, before);
     nb_graph *nested = NULL;
     assert_null(nb_graph_build("outer", fn_leaves_a_trace_open, &nested));
     assert_error(nb_last_status(), NB_ERR_STATE, "left graph 'nested' open");
@@ -829,7 +813,7 @@ static void open_traces_are_unwound_and_fn_errors_kept(void **state) {
 }
 
 int main(void) {
-    if (nb_set_allocator(counting_alloc, NULL) != NB_OK) return 1;
+    if (nb_set_allocator(nbt_counting_alloc, NULL) != NB_OK) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(traced_matches_eager_over_batch_sizes, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(runs_under_the_last_binding_reuse_it, nbt_setup, nbt_teardown),
