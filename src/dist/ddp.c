@@ -91,10 +91,8 @@ static void param_in(nb_ddp *d, int i) {
         memset(dst, 0, (size_t)n * d->es);
     else if (d->world == 1)
         memcpy(dst, nb__ptr(g), (size_t)n * d->es);
-    else if (d->dt == NB_F32) /* divided by the world size on the way in: the sums are the means */
-        for (const float *s = (const float *)nb__ptr(g), *e = s + n; s < e; s++, dst += 4) *(float *)dst = *s / (float)d->world;
-    else
-        for (const double *s = (const double *)nb__ptr(g), *e = s + n; s < e; s++, dst += 8) *(double *)dst = *s / d->world;
+    else /* divided by the world size on the way in: the sums are the means */
+        nb__dist_divide(dst, nb__ptr(g), n, d->dt, d->world);
     nb_release(g);
     for (int k = d->first[i]; k <= d->last[i]; k++) d->pending[k]--;
 }

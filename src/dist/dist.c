@@ -168,12 +168,11 @@ static nb_status usable(const char *op, const nb_tensor *t, bool want_float) {
     return NB_OK;
 }
 
-void nb__dist_divide(nb_tensor *t, int n) {
-    int64_t m = nb_numel(t);
-    if (t->dtype == NB_F32)
-        for (float *p = (float *)nb__ptr(t); m-- > 0; p++) *p /= (float)n;
+void nb__dist_divide(void *dst, const void *src, int64_t n, nb_dtype dt, int by) {
+    if (dt == NB_F32)
+        for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = ((const float *)src)[i] / (float)by;
     else
-        for (double *p = (double *)nb__ptr(t); m-- > 0; p++) *p /= n;
+        for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = ((const double *)src)[i] / by;
 }
 
 nb_status nb_dist_all_reduce(nb_tensor *t, nb_dist_op op) {
@@ -197,7 +196,7 @@ nb_status nb_dist_all_reduce(nb_tensor *t, nb_dist_op op) {
             st = nb__dist_check(name, MPI_Allreduce(MPI_IN_PLACE, nb__ptr(wc) + (size_t)i0 * es, cnt,
                                                     nb__dist_mpi_type(wc->dtype), MPI_SUM, MPI_COMM_WORLD));
         }
-        if (st == NB_OK && op == NB_DIST_MEAN) nb__dist_divide(wc, world);
+        if (st == NB_OK && op == NB_DIST_MEAN) nb__dist_divide(nb__ptr(wc), nb__ptr(wc), n, wc->dtype, world);
         if (st == NB_OK && half) st = nb__backend_of(t)->copy(t, wc);
         nb_release(wc);
     }

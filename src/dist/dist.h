@@ -13,8 +13,8 @@ MPI_Datatype nb__dist_mpi_type(nb_dtype dt);
 nb_status nb__dist_check(const char *op, int rc);
 #endif
 
-/** t /= n elementwise (t contiguous f32 or f64). */
-void nb__dist_divide(nb_tensor *t, int n);
+/** dst[i] = src[i] / by for n elements of f32 or f64 (dst may be src). */
+void nb__dist_divide(void *dst, const void *src, int64_t n, nb_dtype dt, int by);
 /** True while MPI is initialized and attached (nb_dist_init), with more than... any size. */
 bool nb__dist_active(void);
 /** The ranks agree (one small all-reduce every rank takes part in, whatever its own checks gave):

@@ -37,14 +37,15 @@ static int64_t row_length(const char *op, const char *what, int64_t n, bool pack
     int bits = nb__lowp_fmts[fmt].bits, group = bits == 8 ? 1 : bits == 6 ? 4 : 2; /* codes a packing unit holds */
     int64_t unit = packed ? group * bits / 8 : group, k = packed ? n / unit * group : n;
     int64_t blk = nb__lowp_block(layout), need = blk > group ? blk : group;
-    if (nb__dim_sym(n) || n % unit != 0 || k % need != 0) {
-        if (nb__dim_sym(n))
-            nb__error(NB_ERR_SHAPE, "%s: the last dim of %s must be concrete", op, what);
-        else
-            nb__error(NB_ERR_SHAPE, "%s: the last dim of %s is %lld; %s %s%s needs a multiple of %lld %s", op, what,
-                      (long long)n, nb__lowp_fmts[fmt].name, layout == NB_SCALE_MX ? "with MX scales"
-                      : layout == NB_SCALE_NVFP4 ? "with NVFP4 scales" : "codes", "",
-                      (long long)(packed ? need * bits / 8 : need), packed ? "bytes" : "elements");
+    if (nb__dim_sym(n)) {
+        nb__error(NB_ERR_SHAPE, "%s: the last dim of %s must be concrete", op, what);
+        return -1;
+    }
+    if (n % unit != 0 || k % need != 0) {
+        const char *scales = layout == NB_SCALE_MX ? " with MX scales" : layout == NB_SCALE_NVFP4 ? " with NVFP4 scales" : "";
+        nb__error(NB_ERR_SHAPE, "%s: the last dim of %s is %lld; %s codes%s need a multiple of %lld %s", op, what,
+                  (long long)n, nb__lowp_fmts[fmt].name, scales, (long long)(packed ? need * bits / 8 : need),
+                  packed ? "bytes" : "elements");
         return -1;
     }
     return k;
