@@ -100,37 +100,53 @@ static double lr_at(const run *r) {
     return c->warmup > 0 ? lr * (nb_lr_warmup(1, r->step, c->warmup, 0.1)) : lr;
 }
 
+/* This rank's part of the global batch starting at row s: b rows in all, this rank's
+ * [s + off, s + off + cnt), and its mean loss's weight cnt · world / b in the global mean (1 alone). */
+typedef struct share {
+    int64_t b, off, cnt;
+    double weight;
+} share;
+
+static bool share_of(const run *r, int64_t s, share *sh) {
+    sh->b = r->n - s < r->cfg->batch ? r->n - s : r->cfg->batch;
+    sh->off = 0;
+    sh->cnt = sh->b;
+    if (r->world > 1 && nb_dist_shard(sh->b, &sh->off, &sh->cnt) != NB_OK) return false;
+    sh->weight = (double)sh->cnt * r->world / (double)sh->b;
+    return true;
+}
+
 /* One compiled step on rows [s, s+batch) of perm (see train_step; under mpirun this rank's share). */
 static int compiled_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
     nb_scope_begin();
-    int64_t b = r->n - s < r->cfg->batch ? r->n - s : r->cfg->batch, off = 0, cnt = b;
-    bool ok = r->world == 1 || nb_dist_shard(b, &off, &cnt) == NB_OK;
-    nb_tensor *x = ok && cnt > 0 ? nb_take_rows(r->train.images, perm, s + off, cnt) : NULL;
-    nb_tensor *y = ok && cnt > 0 ? nb_take_rows(r->train.labels, perm, s + off, cnt) : NULL;
+    share sh;
+    bool ok = share_of(r, s, &sh);
+    nb_tensor *x = ok && sh.cnt > 0 ? nb_take_rows(r->train.images, perm, s + sh.off, sh.cnt) : NULL;
+    nb_tensor *y = ok && sh.cnt > 0 ? nb_take_rows(r->train.labels, perm, s + sh.off, sh.cnt) : NULL;
     double lv = 0;
     int64_t h = 0;
-    ok = ok && (cnt == 0 || (x && y)) &&
-         cli_step_run(r->compiled, x, y, (double)cnt * r->world / (double)b, lr_at(r), &lv, &h) == NB_OK;
+    ok = ok && (sh.cnt == 0 || (x && y)) && cli_step_run(r->compiled, x, y, sh.weight, lr_at(r), &lv, &h) == NB_OK;
     r->step++;
-    *loss_sum += lv * (double)cnt;
+    *loss_sum += lv * (double)sh.cnt;
     *correct += h;
     nb_scope_end();
     return ok ? CLI_OK : cli_nb_error(CMD, "compiled training step");
 }
 
-/* The forward and backward pass of this rank's rows [s + off, s + off + cnt) of perm, its loss weighted
- * cnt · world / b so that the ranks' mean gradient is the global batch's (b rows in all); adds the
- * rows' summed loss and correct count. */
-static bool forward_backward(run *r, nb_tensor *perm, int64_t s, int64_t b, double *loss_sum, int64_t *correct) {
-    int64_t off = 0, cnt = b;
-    if (r->ddp && nb_dist_shard(b, &off, &cnt) != NB_OK) return false;
+/* The forward and backward pass of this rank's rows of the global batch at row s of perm, its loss
+ * weighted so that the ranks' mean gradient is the global batch's; adds the rows' summed loss and
+ * correct count. */
+static bool forward_backward(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
+    share sh;
+    if (!share_of(r, s, &sh)) return false;
+    int64_t cnt = sh.cnt;
     if (cnt == 0) return true; /* no rows this step: zero gradients (nb_ddp_finish) */
-    nb_tensor *x = nb_take_rows(r->train.images, perm, s + off, cnt);
-    nb_tensor *y = nb_take_rows(r->train.labels, perm, s + off, cnt);
+    nb_tensor *x = nb_take_rows(r->train.images, perm, s + sh.off, cnt);
+    nb_tensor *y = nb_take_rows(r->train.labels, perm, s + sh.off, cnt);
     nb_tensor *logits = x && y ? nb_module_forward(r->net, cli_model_input(r->cfg->model, &r->geom, x)) : NULL;
     nb_tensor *loss = nb_cross_entropy(logits, y, NB_CROSS_ENTROPY_DEFAULTS);
     double lv = 0, h = 0;
-    nb_tensor *scaled = r->ddp ? nb_mul(loss, (double)cnt * r->world / (double)b) : loss;
+    nb_tensor *scaled = r->ddp ? nb_mul(loss, sh.weight) : loss;
     bool ok = scaled && nb_item(loss, &lv) == NB_OK && nb_backward(scaled, NULL, false) == NB_OK;
     nb_tensor *hits = ok ? nb_sum(nb_eq(nb_argmax(logits, 1, false), y), NULL, 0, false) : NULL;
     ok = hits && nb_item(hits, &h) == NB_OK;
@@ -144,8 +160,7 @@ static bool forward_backward(run *r, nb_tensor *perm, int64_t s, int64_t b, doub
 static int train_step(run *r, nb_tensor *perm, int64_t s, double *loss_sum, int64_t *correct) {
     if (r->compiled) return compiled_step(r, perm, s, loss_sum, correct);
     nb_scope_begin();
-    int64_t b = r->n - s < r->cfg->batch ? r->n - s : r->cfg->batch;
-    bool ok = forward_backward(r, perm, s, b, loss_sum, correct);
+    bool ok = forward_backward(r, perm, s, loss_sum, correct);
     if (r->ddp) ok = nb_ddp_finish(r->ddp) == NB_OK && ok; /* every rank, even one that failed: MPI's order */
     if (ok && r->cfg->clip > 0) ok = nb_clip_grad_norm_(r->params, r->nparams, r->cfg->clip, 2, NULL) == NB_OK;
     if (ok) {
