@@ -6,8 +6,12 @@
  *   softmax    softmax over the rows of [R, C] f32 (default 8192 x 4096)
  *   layer_norm layer_norm over the rows of [R, C] f32 (no affine)
  *
- * plus the compile latency of each graph (first nb_graph_compile, a miss) and
- * the cached latency (compiling an equal graph again: a hit), and the memory
+ * each run by a compiled plan into a fresh output (nabla-fused) and into a
+ * caller's tensor (nabla-fused-into: nb_compiled_run_into, so no fresh output
+ * pages; the kernel alone), and eagerly; plus the compile latency of each
+ * graph (first nb_graph_compile, a miss), the cached latency (compiling an
+ * equal graph again: a hit), the first run's time (it builds the kernels the
+ * CPU backend compiles at run time, or loads them from NB_JIT_CACHE), and the memory
  * plan of the Fashion-MNIST MLP's forward and backward pass (784-256-128-10,
  * relu, cross-entropy, the six parameter gradients; batch 128): the bytes
  * its ops would allocate one by one against the plan's arena.
@@ -16,7 +20,7 @@
  *   NB_BENCH_FILTER=softmax   only the cases whose name contains the text
  *
  * The copy baseline is the faster of memcpy split in one call per thread and in 256 KiB pieces.
- * Output: one line per case, "case=<name> impl=<nabla-fused|nabla-eager|memcpy> ms=<median> min=.. max=..
+ * Output: one line per case, "case=<name> impl=<nabla-fused|nabla-fused-into|nabla-eager|memcpy> ms=<median> min=.. max=..
  * gbps=<bytes moved / time>" (bench_fusion.sh reads them), then the compile latencies.
  */
 #include "bench_util.h"
@@ -35,7 +39,7 @@ static nb_tensor *f_layer_norm(nb_tensor *x) { return nb_layer_norm(x, 1, NULL, 
 typedef struct run_ctx {
     const fcase *c;
     nb_compiled *plan;
-    nb_tensor *x;
+    nb_tensor *x, *y; /* y: run_compiled_into's destination */
 } run_ctx;
 
 static void check(nb_tensor *t) {
@@ -57,6 +61,12 @@ static void run_compiled(void *p) {
     nb_tensor *y = NULL;
     if (nb_compiled_run(r->plan, 1, (const char *[]){"x"}, &r->x, 1, &y) != NB_OK) check(NULL);
     nb_release(y);
+}
+
+/* Into a caller's tensor (NumPy's out=, JAX's donation): the kernel alone, no fresh output pages. */
+static void run_compiled_into(void *p) {
+    run_ctx *r = p;
+    if (nb_compiled_run_into(r->plan, 1, (const char *[]){"x"}, &r->x, 1, &r->y) != NB_OK) check(NULL);
 }
 
 static nb_graph *trace(const fcase *c, const int64_t *shape) {
@@ -160,9 +170,17 @@ int main(void) {
         t0 = bench_now();
         nb_compiled *again = nb_graph_compile(g2, NB_CPU);
         double cached = bench_now() - t0;
+        t0 = bench_now();
+        run_compiled(&r); /* the first run builds the run-time compiled kernels (or loads them from disk) */
+        double first_run = bench_now() - t0;
         report(c->name, "nabla-fused", bench_run(run_compiled, &r, 2, reps, 1), 2.0 * (double)bytes);
+        r.y = nb_empty(shape, c->rank, NB_F32);
+        check(r.y);
+        report(c->name, "nabla-fused-into", bench_run(run_compiled_into, &r, 2, reps, 1), 2.0 * (double)bytes);
+        nb_release(r.y);
         report(c->name, "nabla-eager", bench_run(run_eager, &r, 2, reps, 1), 2.0 * (double)bytes);
-        printf("compile case=%s first_ms=%.3f cached_ms=%.3f\n", c->name, first * 1e3, cached * 1e3);
+        printf("compile case=%s first_ms=%.3f cached_ms=%.3f first_run_ms=%.3f\n", c->name, first * 1e3, cached * 1e3,
+               first_run * 1e3);
         nb_compiled_release(again);
         nb_compiled_release(r.plan);
         nb_graph_release(g2);

@@ -1912,6 +1912,8 @@ typedef struct nb_compiled_stats {
     int64_t materialized_bytes;  /**< the intermediates this plan writes to memory (fused ones never are) */
     int64_t live_bytes;   /**< the most of those alive at one step: the arena's lower bound */
     int64_t arena_bytes;  /**< the arena they were placed in */
+    int kernels_compiled; /**< fused kernels the last run ran as code compiled at run time (the rest
+                               of `kernels` ran on the interpreter, or op by op; nb_fusion_mode) */
 } nb_compiled_stats;
 /** c's numbers into *st (the memory ones from its last run; read them when no run of c is in
  *  progress).  Errors: NB_ERR_NULL. */
@@ -1925,9 +1927,14 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st);
  * nb_free_string.  NULL with NB_ERR_NULL or NB_ERR_OOM.
  */
 char *nb_compiled_report(const nb_compiled *c);
-/** How compiled plans run fused kernels, one line of text (static): on (a tiled interpreter of the
- *  built-in kernels, which needs no C compiler at run time), or off when NB_FUSE=0 (each op its own
- *  step; for comparisons). */
+/** How compiled plans run fused kernels on the CPU, one line of text (static): "on: " and then
+ *  either that elementwise kernels are compiled at run time (by NB_CC, else `cc` on PATH, with the
+ *  flags of the library's own loops, so results are bit for bit those of the ops run one by one;
+ *  shared objects cached in NB_JIT_CACHE, else $XDG_CACHE_HOME/nabla/jit, else ~/.cache/nabla/jit)
+ *  and row kernels interpreted, or that every kernel runs on a tiled interpreter of the built-in
+ *  kernels and why no compiler runs (NB_JIT=0, none found): slower, the same results.  "off" when
+ *  NB_FUSE=0 (each op its own step; for comparisons).  The first call may run the compiler once
+ *  (`cc --version`). */
 const char *nb_fusion_mode(void);
 /** Retain / release a compiled plan (NULL is a no-op). */
 nb_compiled *nb_compiled_retain(nb_compiled *c);

@@ -12,6 +12,10 @@
  *    transposed and stepped view.
  *  - Kernel formation (softmax and layer_norm are one kernel each), the
  *    op-by-op fallback (rows too long for a row kernel), thread counts.
+ *  - Kernels compiled at run time (the CPU backend's JIT) at the edges of
+ *    the ranged f32 forms, on non-finite values, strided and broadcast; the
+ *    suite runs this file with the JIT on each ISA's flags and with PATH
+ *    emptied (no compiler: the interpreter, the same bits).
  */
 #include "support.h"
 #include "compile/compile.h"
@@ -693,6 +697,71 @@ static void destinations_see_the_arguments_as_they_were(void **state) {
 }
 
 /* The report names each kernel's ops and each missed fusion's reason. */
+/* ---- kernels compiled at run time ---- */
+
+/* The ops of the edge test, eager and traced alike: every output is one elementwise kernel. */
+static void edge_ops(nb_tensor *x, nb_tensor *y, nb_tensor **out) {
+    out[0] = nb_gelu(nb_add(nb_mul(x, 1.5), 0.5));                 /* gelu's slow form below -4 */
+    out[1] = nb_add(nb_sin(x), nb_mul(nb_cos(x), nb_tan(x)));      /* trig's beyond 2^24 and at inf */
+    out[2] = nb_where(nb_gt(x, 0.0), nb_exp(x), nb_log1p(nb_abs(x)));
+    out[3] = nb_add(nb_cast(x, NB_F64), y);                        /* f32 -> f64, a broadcast f64 row */
+    out[4] = nb_logical_or(nb_logical_and(nb_ne(x, 0.0), nb_lt(x, 1.0)), nb_logical_not(nb_cast(x, NB_BOOL)));
+    out[5] = nb_mul(nb_leaky_relu(nb_clamp(x, -3.0, 2.0), 0.25), nb_softplus(x, 2.0, 10.0));
+    out[6] = nb_sub(nb_mul(nb_elu(x, 0.5), x), nb_square(nb_erf(x))); /* a product into a difference */
+}
+enum { EDGE_OUTS = 7 };
+
+/* Elementwise kernels compiled at run time (nb_fusion_mode says whether they are; NB_TEST_EXPECT_JIT
+ * = 1 / 0 makes the test insist) equal eager bit for bit: over inputs outside the ranged forms'
+ * ranges, non-finite ones, signed zeros and subnormals, contiguous, transposed (strided) and
+ * broadcast; and the report and stats say how each kernel ran. */
+static void compiled_kernels_equal_eager_at_the_edges(void **state) {
+    (void)state;
+    bool jit = strstr(nb_fusion_mode(), "compiled at run time") != NULL;
+    const char *expect = getenv("NB_TEST_EXPECT_JIT");
+    if (expect) assert_int_equal(jit, strcmp(expect, "0") != 0);
+    nb_graph *g = nb_graph_begin("edges");
+    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 41)));
+    nb_tensor *yg = NBT(nb_graph_input(g, "y", NB_F64, NB_SHAPE(41)));
+    nb_tensor *og[EDGE_OUTS];
+    edge_ops(xg, yg, og);
+    const char *names[EDGE_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6"};
+    for (int i = 0; i < EDGE_OUTS; i++) assert_int_equal(nb_graph_output(g, names[i], og[i]), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    const float special[] = {-4.5f, -4.0f, -3.9999998f, -14.2f, -30.0f, 0x1p24f, -0x1.000002p24f, 3e30f, INFINITY,
+                             -INFINITY, NAN, -0.0f, 0.0f, 0x1p-140f, -0x1p-130f, 1.0f, 88.8f, -104.0f};
+    nb_manual_seed(11);
+    nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(300, 41), NB_F32), 3.0)); /* about 10% below -4 */
+    float *xp = nb_data_ptr(x);
+    for (int i = 0; i < 300 * 41; i += 7) xp[i] = special[(i / 7) % (int)(sizeof special / sizeof special[0])];
+    nb_tensor *y = NBT(nb_randn(NB_SHAPE(41), NB_F64));
+    nb_tensor *xt = NBT(nb_transpose(nb_contiguous(nb_transpose(x, 0, 1)), 0, 1)); /* the same values, strided */
+    nb_tensor *xb = NBT(nb_broadcast_to(nb_slice(x, 1, 0, 1, 1), NB_SHAPE(300, 41))); /* stride 0 along rows */
+    nb_tensor *args[3][2] = {{x, y}, {xt, y}, {xb, y}};
+    for (int a = 0; a < 3; a++) {
+        nb_tensor *eager[EDGE_OUTS], *out[EDGE_OUTS];
+        edge_ops(args[a][0], args[a][1], eager);
+        assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args[a], EDGE_OUTS, out), NB_OK);
+        for (int i = 0; i < EDGE_OUTS; i++) {
+            char what[32];
+            snprintf(what, sizeof what, "input %d output %d", a, i);
+            assert_true(same_bits(NBT(eager[i]), out[i], what));
+            nb_release(out[i]);
+        }
+        nb_compiled_stats st;
+        assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
+        assert_int_equal(st.kernels, EDGE_OUTS); /* one per output (no sibling fusion) */
+        assert_int_equal(st.kernels_compiled, jit ? EDGE_OUTS : 0);
+    }
+    char *r = nb_compiled_report(c);
+    assert_non_null(strstr(r, jit ? "the last run: code compiled at run time" : "the last run: the interpreter"));
+    nb_free_string(r);
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 static void report_names_kernels_and_misses(void **state) {
     (void)state;
     nb_graph *g = nb_graph_begin("rep");
@@ -740,6 +809,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(report_names_kernels_and_misses, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(in_place_never_over_a_broadcast_load, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(destinations_see_the_arguments_as_they_were, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(compiled_kernels_equal_eager_at_the_edges, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
  * NB_ALLOC_CACHE_MB. */
 #include "support.h"
 
+#include "backend/cpu/jit.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/pool.h"
 #include "compile/compile.h"
@@ -252,6 +253,24 @@ static void fuse_env_is_validated(void **state) {
     unsetenv("NB_FUSE");
 }
 
+static void env_jit(void *res) { *(bool *)res = nb__jit_env(); }
+
+/* NB_JIT must be 0 or 1; anything else warns and compiles. */
+static void jit_env_is_validated(void **state) {
+    (void)state;
+    bool on = false;
+    unsetenv("NB_JIT");
+    assert_string_equal(stderr_of(env_jit, &on), "");
+    assert_true(on);
+    setenv("NB_JIT", "0", 1);
+    assert_string_equal(stderr_of(env_jit, &on), "");
+    assert_false(on);
+    setenv("NB_JIT", "on", 1);
+    assert_non_null(strstr(stderr_of(env_jit, &on), "NB_JIT='on'"));
+    assert_true(on);
+    unsetenv("NB_JIT");
+}
+
 static void env_cache(void *res) { *(size_t *)res = nb__env_alloc_cache_bytes(); }
 
 /* NB_ALLOC_CACHE_MB must be a number of MiB >= 0; anything else warns and keeps the default 256. */
@@ -293,6 +312,7 @@ int main(void) {
         cmocka_unit_test(simd_env_is_validated),
         cmocka_unit_test(cache_env_is_validated),
         cmocka_unit_test(fuse_env_is_validated),
+        cmocka_unit_test(jit_env_is_validated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

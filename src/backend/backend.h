@@ -102,9 +102,12 @@ struct nb_backend {
      *  viewed with the domain's shape (stride 0 along broadcast axes, so a ROW output is constant
      *  along the inner axes and a UNIFORM one everywhere).  NB_OK, NB_ERR_OOM, or
      *  NB_ERR_UNSUPPORTED (no error recorded) when this call cannot run it — the executor then
-     *  runs the kernel's ops one by one.  NULL: the backend does not fuse (plans run op by op). */
+     *  runs the kernel's ops one by one.  On NB_OK *ran says how (fused.h's nb_fk_ran).  NULL: the
+     *  backend does not fuse (plans run op by op). */
     nb_status (*fused)(const struct nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in,
-                       nb_tensor *const *out);
+                       nb_tensor *const *out, int *ran);
+    /** How fused runs kernels, one line of static text starting "on: " (nb_fusion_mode). */
+    const char *(*fused_mode)(void);
 };
 
 /** SOLVE_TRIANGULAR's flags (the LINALG backend entry and its attrs.sub). */

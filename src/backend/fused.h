@@ -54,6 +54,14 @@ typedef struct nb_fkernel {
     int16_t *out_val;        /* the value each output receives */
 } nb_fkernel;
 
+/** How a backend ran a fused kernel (the report's per-kernel line). */
+typedef enum nb_fk_ran {
+    NB_FK_RAN_OPS,         /* declined: the executor ran its ops one by one */
+    NB_FK_RAN_INTERPRETED, /* an interpreter of built-in kernels */
+    NB_FK_RAN_COMPILED,    /* machine code compiled for it at run time */
+    NB_FK_RAN_COUNT
+} nb_fk_ran;
+
 /** The value id of instruction j of k. */
 static inline int nb__fk_instr_val(const nb_fkernel *k, int j) { return k->nin + j; }
 /** Level of value v of k. */

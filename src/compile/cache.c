@@ -139,8 +139,7 @@ static bool fusing(void) {
 }
 
 const char *nb_fusion_mode(void) {
-    return fusing() ? "on: a tiled interpreter of the built-in kernels (no run-time C compiler needed)"
-                          : "off (NB_FUSE=0): compiled plans run op by op";
+    return fusing() ? nb__cpu_backend.fused_mode() : "off (NB_FUSE=0): compiled plans run op by op";
 }
 
 nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {

@@ -174,7 +174,7 @@ typedef struct nb_run_cache {
     nb_attrs *attrs;    /* per step */
     nb_meta *meta;      /* per step, NB_MAX_OUTS each */
     nb_mplan mem;       /* the memory plan under bind (valid with the rest) */
-    bool *fell_back;    /* per fused kernel: the last run ran its ops one by one (the backend declined) */
+    uint8_t *ran;       /* per fused kernel: how the last run ran it (nb_fk_ran) */
     nb_storage *arena;  /* its arena, kept between runs */
 } nb_run_cache;
 

@@ -35,6 +35,7 @@ static void stats_of(const nb_compiled *c, nb_compiled_stats *st) {
         st->materialized_bytes = c->run.mem.intermediates;
         st->live_bytes = c->run.mem.live_peak;
         st->arena_bytes = c->run.mem.arena;
+        for (int f = 0; f < s->nfused; f++) st->kernels_compiled += c->run.ran && c->run.ran[f] == NB_FK_RAN_COMPILED;
     }
 }
 
@@ -68,9 +69,12 @@ char *nb_compiled_report(const nb_compiled *c) {
         }
         nb__text_printf(&b, "], %d loads, %d outputs:", k->k.nin, k->k.nout);
         for (int i = 0; i < k->nmember; i++) nb__text_printf(&b, " %s", nb__ops[g->nodes[k->member[i]].op].name);
-        if (c->run.valid && c->run.fell_back && c->run.fell_back[f])
+        if (c->run.valid && c->run.ran && c->run.ran[f] == NB_FK_RAN_OPS)
             nb__text_printf(&b, "; the last run ran these ops one by one (the backend declined: rows longer than it "
                                 "takes, or a reduced input that is not one contiguous run)");
+        else if (c->run.valid && c->run.ran)
+            nb__text_printf(&b, c->run.ran[f] == NB_FK_RAN_COMPILED ? "; the last run: code compiled at run time"
+                                                                     : "; the last run: the interpreter");
         nb__text_printf(&b, "\n");
     }
     nb__text_printf(&b, "missed fusions: %d\n", st.missed);

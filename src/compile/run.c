@@ -153,7 +153,7 @@ typedef struct run_env {
     const nb_mplan *mem;
     nb_storage *arena;
     bool nofuse;
-    bool *fell_back;                   /* per kernel, when the run cache is in hand */
+    uint8_t *ran;                      /* per kernel (nb_fk_ran), when the run cache is in hand */
     int ndirect;                       /* outputs a kernel writes straight into a destination */
     int32_t direct_slot[NB_FK_MAX_IO * 4];
     nb_tensor *direct[NB_FK_MAX_IO * 4];
@@ -171,7 +171,7 @@ static bool planned(const run_env *e, int32_t s) { return e->arena && e->mem->of
 
 /* Run kernel f with the backend's fused entry: NB_OK with its outputs in their slots,
  * NB_ERR_UNSUPPORTED when the backend cannot take this call (nothing written), or an error. */
-static nb_status run_fused(const run_env *e, const nb_fstep *f) {
+static nb_status run_fused(const run_env *e, const nb_fstep *f, int *ran) {
     const nb_compiled *c = e->c;
     const nb_backend *be = nb_backend_for(c->dev);
     if (!be || !be->fused) return NB_ERR_UNSUPPORTED;
@@ -194,7 +194,7 @@ static nb_status run_fused(const run_env *e, const nb_fstep *f) {
         nb__meta_redirect(NULL, 0, NULL);
         if (st == NB_OK && !(outv[o] = domain_view(out[o], dom, f->nd, f->k.nred, f->out_outer[o]))) st = nb_last_status();
     }
-    if (st == NB_OK) st = be->fused(&f->k, dom, f->nd, in, outv);
+    if (st == NB_OK) st = be->fused(&f->k, dom, f->nd, in, outv, ran);
     for (int j = 0; j < f->k.nin; j++) nb_release(in[j]);
     for (int o = 0; o < f->k.nout; o++) {
         nb_release(outv[o]);
@@ -220,8 +220,9 @@ static nb_status run_node(const run_env *e, int32_t id, bool reuse, nb_attrs *a,
 /* Kernel f: fused, or (the backend cannot, or nofuse) its nodes one by one, whose values
  * other than the kernel's outputs are then dropped. */
 static nb_status run_kernel(const run_env *e, const nb_fstep *f) {
-    nb_status st = e->nofuse ? NB_ERR_UNSUPPORTED : run_fused(e, f);
-    if (e->fell_back) e->fell_back[f - e->c->s.fused] = st == NB_ERR_UNSUPPORTED;
+    int ran = NB_FK_RAN_OPS;
+    nb_status st = e->nofuse ? NB_ERR_UNSUPPORTED : run_fused(e, f, &ran);
+    if (e->ran) e->ran[f - e->c->s.fused] = (uint8_t)(st == NB_OK ? ran : NB_FK_RAN_OPS);
     if (st != NB_ERR_UNSUPPORTED) return st;
     st = NB_OK;
     for (int i = 0; i < f->nmember && st == NB_OK; i++) {
@@ -292,8 +293,8 @@ static nb_storage *arena_for(nb_run_cache *rc, nb_device dev) {
 
 void nb__run_cache_free(nb_run_cache *rc) {
     nb__mplan_free(&rc->mem);
-    nb__free(rc->fell_back);
-    rc->fell_back = NULL;
+    nb__free(rc->ran);
+    rc->ran = NULL;
     if (rc->arena) nb__storage_release(rc->arena);
     rc->arena = NULL;
     nb__free(rc->slot);
@@ -315,8 +316,8 @@ static nb_run_cache *take_run_cache(nb_compiled *c, size_t nslots) {
         rc->slot = nb__calloc(nslots ? nslots : 1, sizeof *rc->slot);
         rc->attrs = nb__malloc(sizeof *rc->attrs * n);
         rc->meta = nb__malloc(sizeof *rc->meta * n * NB_MAX_OUTS);
-        rc->fell_back = nb__calloc((size_t)c->s.nfused + 1, sizeof *rc->fell_back);
-        if (!rc->slot || !rc->attrs || !rc->meta || !rc->fell_back) {
+        rc->ran = nb__calloc((size_t)c->s.nfused + 1, sizeof *rc->ran);
+        if (!rc->slot || !rc->attrs || !rc->meta || !rc->ran) {
             nb__run_cache_free(rc);
             atomic_store(&rc->busy, false);
             return NULL;
@@ -500,7 +501,7 @@ static nb_status run_impl(nb_compiled *c, int n, const char *const *names, nb_te
         if (rc && !weak && st == NB_OK) {
             e.mem = &rc->mem;
             e.arena = arena_for(rc, c->dev);
-            e.fell_back = rc->fell_back;
+            e.ran = rc->ran;
         }
         for (int i = 0; st == NB_OK && i < ndest; i++) {
             int32_t os = nb__slot(g->outputs[i]);

@@ -6,6 +6,7 @@
 #define NB_OPS_H
 
 #include "../core/internal.h"
+#include "op_scalar.h"
 
 typedef struct nb_backend nb_backend;
 
@@ -158,20 +159,6 @@ static inline bool nb__op_is_logic(nb_op op) {
  *  its input when nothing needs converting)? */
 static inline bool nb__op_aliases_input(nb_op op) {
     return nb__ops[op].kind == NB_KIND_VIEW || nb__ops[op].kind == NB_KIND_COPY;
-}
-
-/** torch.clamp's min(max(x, lo), hi) with std::max/min semantics, used by ops.def: hi
- * everywhere when lo > hi, NaN passes, a zero x keeps its sign (clamp(-0, 0, 1) = -0). */
-static inline double nb__clamp(double x, double lo, double hi) {
-    double v = x < lo ? lo : x;
-    return v > hi ? hi : v;
-}
-
-/** Python-style remainder (result has the divisor's sign), used by ops.def. */
-static inline double nb__py_remainder(double a, double b) {
-    double r = __builtin_fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    return r;
 }
 
 /* ---- shared internal entry points (src/ops/) ---- */

@@ -10,6 +10,7 @@
 #include "conv_kernels.h"
 #include "gemm.h"
 #include "iter.h"
+#include "jit.h"
 #include "attention.h"
 #include "quant.h"
 #include "kernels.h"
@@ -757,4 +758,5 @@ const nb_backend nb__cpu_backend = {
     .dequantize = nb__cpu_dequantize,
     .scaled_matmul = nb__cpu_scaled_matmul,
     .fused = nb__cpu_fused,
+    .fused_mode = nb__jit_status,
 };

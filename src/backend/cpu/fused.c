@@ -1,6 +1,8 @@
 /*
- * fused.c — the CPU backend's interpreter of fused kernels (backend/fused.h):
- * one pass over memory for a chain of elementwise ops and row reductions.
+ * fused.c — the CPU backend's fused kernels (backend/fused.h): one pass over
+ * memory for a chain of elementwise ops and row reductions.  Elementwise
+ * kernels run as code compiled at run time (jit.h) where a C compiler
+ * runs; everything else on the interpreter below.
  *
  * The domain is walked in tiles of TILE elements.  Every instruction of a
  * tile is one call of the same per-ISA kernel the eager op uses (kernels.h),
@@ -26,6 +28,7 @@
 #include "../backend.h"
 #include "../fused.h"
 #include "iter.h"
+#include "jit.h"
 #include "kernels.h"
 #include "pool.h"
 #include "../../ops/op_eval.h"
@@ -243,14 +246,71 @@ static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
     }
 }
 
-static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *const *out) {
+/* A kernel compiled at run time (jit.h) and its arguments. */
+typedef struct jit_call {
+    const fk_plan *P;
+    nb_jit_fn fn;
+    double prm[2 * NB_FK_MAX_INSTR];
+    const void *uni[MAX_VALS];
+} jit_call;
+
+/* Element size of operand o of P (a load, then an output). */
+static size_t op_es(const fk_plan *P, int o) { return P->es[o < P->k->nin ? o : P->k->out_val[o - P->k->nin]]; }
+
+/* n elements along the innermost axis: one call where every FULL operand is contiguous, else tiles
+ * with the other loads gathered into contiguous buffers and the other outputs scattered from them
+ * (the generated loop takes contiguous operands only, see jit_source.c). */
+static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
+    const jit_call *c = ctx;
+    const fk_plan *P = c->P;
+    const nb_fkernel *k = P->k;
+    bool staged[NB_FK_MAX_IO], direct = true;
+    for (int o = 0; o < P->nops; o++) {
+        int v = o < k->nin ? o : k->out_val[o - k->nin];
+        staged[o] = nb__fk_level(k, v) == NB_FL_FULL && bs[o] != (int64_t)op_es(P, o);
+        direct &= !staged[o];
+    }
+    if (direct) {
+        c->fn(n, ptr, c->prm, c->uni, 0);
+        return;
+    }
+    _Alignas(64) char stage[NB_FK_MAX_IO][BUF_BYTES];
+    char *p[NB_FK_MAX_IO];
+    for (int64_t i0 = 0; i0 < n; i0 += TILE) {
+        int64_t len = n - i0 < TILE ? n - i0 : TILE;
+        for (int o = 0; o < P->nops; o++) {
+            p[o] = staged[o] ? stage[o] : ptr[o] + i0 * bs[o];
+            if (staged[o] && o < k->nin) nb__cpu_stage_move(true, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
+        }
+        c->fn(len, p, c->prm, c->uni, 0);
+        for (int o = k->nin; o < P->nops; o++)
+            if (staged[o]) nb__cpu_stage_move(false, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
+    }
+}
+
+static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *const *out, int *ran) {
     const nb_fkernel *k = P->k;
     const nb_tensor *ts[NB_FK_MAX_IO];
     for (int j = 0; j < k->nin; j++) ts[j] = in[j];
     for (int o = 0; o < k->nout; o++) ts[k->nin + o] = out[o];
     nb_iter it;
     nb__iter_init(&it, P->nops, ts);
-    if (it.numel > 0) nb__iter_run(&it, ew_rows, P);
+    if (it.numel == 0) return NB_OK;
+    jit_call c;
+    c.P = P;
+    c.fn = nb__jit_get(k);
+    if (!c.fn) {
+        nb__iter_run(&it, ew_rows, P);
+        return NB_OK;
+    }
+    for (int j = 0; j < k->ninstr; j++) {
+        c.prm[2 * j] = k->instr[j].p0;
+        c.prm[2 * j + 1] = k->instr[j].p1;
+    }
+    for (int v = 0; v < P->nval; v++)
+        c.uni[v] = nb__fk_level(k, v) == NB_FL_UNIFORM ? uniform_val(P, v).p : NULL;
+    nb__iter_run(&it, jit_rows, &c);
+    *ran = NB_FK_RAN_COMPILED;
     return NB_OK;
 }
 
@@ -425,7 +485,8 @@ static nb_status run_rows(fk_plan *P) {
     return NB_OK;
 }
 
-nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in, nb_tensor *const *out) {
+nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in, nb_tensor *const *out,
+                        int *ran) {
     fk_plan P;
     P.k = k;
     P.kt = nb__cpu_kernels();
@@ -443,5 +504,6 @@ nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_
     if (k->nred > 0 && !empty && !row_geometry(&P, shape, ndim, ts)) return NB_ERR_UNSUPPORTED;
     if (k->nred > 0 && empty) return NB_ERR_UNSUPPORTED; /* empty rows or none: the eager ops' rules */
     run_uniform(&P);
-    return k->nred == 0 ? run_elementwise(&P, in, out) : run_rows(&P);
+    *ran = NB_FK_RAN_INTERPRETED;
+    return k->nred == 0 ? run_elementwise(&P, in, out, ran) : run_rows(&P);
 }

@@ -10,7 +10,7 @@
  * noted there).
  */
 #include "kernels.h"
-#include "vmath.h"
+#include "f32_forms.h"
 #include "../../ops/op_eval.h"
 
 #include <math.h>
@@ -64,22 +64,13 @@
         }                                                                                 \
     }
 
-/* The f32 loops evaluate ops.def's formula in float where that is exact
- * enough (the formula's double literals are narrowed), except the ops given
- * an F32_UNARY form below.  Some of those forms hold on a range of inputs
- * only (f32_in_range): sin, cos and tan for |x| <= NB_VM_TRIG_MAX, gelu for
- * x >= NB_VM_GELU_MIN.  Their loops run in blocks of 1024 elements, each
- * first scanned (vectorized) for inputs outside the range, non-finite ones
- * included.  A block with none gets the form; a block with only those, the
- * op's F32_SLOW form, which holds everywhere (ops.def's formula in double for
- * the trig functions, nb_gelu_erfcf for gelu); otherwise the form, and then
- * the outside inputs, gathered while in cache, are recomputed by the slow
- * form in one call and scattered back. */
-#define F32_RANGED(E) (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN || NB_OP_##E == NB_OP_GELU)
-#define F32_SLOW(E, expr) (NB_OP_##E == NB_OP_GELU ? nb_gelu_erfcf(x) : (float)(expr))
-
+/* The ranged f32 forms (f32_forms.h) run in blocks of 1024 elements, each
+ * first scanned (vectorized) for inputs outside the range.  A block with
+ * none gets the form; a block with only those, the slow form; otherwise the
+ * form, and then the outside inputs, gathered while in cache, are recomputed
+ * by the slow form in one call and scattered back. */
 static inline bool f32_in_range(nb_op op, float x) {
-    return op == NB_OP_GELU ? x >= NB_VM_GELU_MIN : __builtin_fabsf(x) <= NB_VM_TRIG_MAX;
+    return op == NB_OP_GELU ? F32_IN_RANGE_GELU(x) : F32_IN_RANGE_TRIG(x);
 }
 
 /* out[i] = 1 where x[i s] is outside the op's range; how many are.  (Byte
@@ -167,39 +158,6 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
                             const char *b_, int64_t bs) {                                    \
         B_BODY(double, double, expr)                                                \
     }
-
-/* f32 formulas: default is ops.def's (evaluated in double, rounded once);
- * the transcendental ops and activations use vmath.h (p0d, p1d: the
- * parameters in double). */
-#define F32_DEFAULT(expr) (float)(expr)
-#define F32_UNARY_NEG F32_DEFAULT
-#define F32_UNARY_ABS F32_DEFAULT
-#define F32_UNARY_SIGN F32_DEFAULT
-#define F32_UNARY_EXP(expr) nb_expf(x)
-#define F32_UNARY_EXPM1(expr) nb_expm1f(x)
-#define F32_UNARY_LOG(expr) nb_logf(x)
-#define F32_UNARY_LOG1P(expr) nb_log1pf(x)
-#define F32_UNARY_SQRT(expr) __builtin_sqrtf(x)
-#define F32_UNARY_RSQRT(expr) (1.0f / __builtin_sqrtf(x))
-#define F32_UNARY_SQUARE(expr) (x * x)
-#define F32_UNARY_RECIPROCAL(expr) (1.0f / x)
-#define F32_UNARY_SIN(expr) nb_sinf(x)
-#define F32_UNARY_COS(expr) nb_cosf(x)
-#define F32_UNARY_TAN(expr) nb_tanf(x)
-#define F32_UNARY_TANH(expr) nb_tanhf(x)
-#define F32_UNARY_SIGMOID(expr) nb_sigmoidf(x)
-#define F32_UNARY_RELU(expr) (x < 0.0f ? 0.0f : x)
-#define F32_UNARY_LEAKY_RELU F32_DEFAULT
-#define F32_UNARY_ELU(expr) nb_eluf(x, p0d)
-#define F32_UNARY_GELU(expr) nb_geluf(x)
-#define F32_UNARY_GELU_TANH(expr) nb_gelu_tanhf(x)
-#define F32_UNARY_SILU(expr) nb_siluf(x)
-#define F32_UNARY_SOFTPLUS(expr) nb_softplusf(x, p0d, p1d)
-#define F32_UNARY_ERF(expr) nb_erff(x)
-#define F32_UNARY_FLOOR(expr) __builtin_floorf(x)
-#define F32_UNARY_CEIL(expr) __builtin_ceilf(x)
-#define F32_UNARY_ROUND(expr) __builtin_nearbyintf(x)
-#define F32_UNARY_CLAMP F32_DEFAULT
 
 /* Typed f32/f64 loops exist for the ops of a float or integer result; the
  * BOOL-valued ones (comparisons, logical ops) run on the mask kernels

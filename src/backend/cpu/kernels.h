@@ -106,10 +106,11 @@ void nb__cpu_mask(nb_op op, int64_t n, void *o, nb_dtype odt, nb_dtype idt, cons
  *  the backend's copy does (nb_cast). */
 void nb__cpu_convert_row(int64_t n, nb_dtype dst, char *o, int64_t os, nb_dtype src, const char *x, int64_t xs);
 
-/** The fused-kernel interpreter (fused.c): the backend's `fused` entry (backend.h). */
+/** Fused kernels (fused.c: compiled at run time by jit.c where it can, else interpreted): the
+ *  backend's `fused` entry (backend.h). */
 struct nb_fkernel;
 nb_status nb__cpu_fused(const struct nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in,
-                        nb_tensor *const *out);
+                        nb_tensor *const *out, int *ran);
 
 /** The table for this CPU (chosen once, at first use). */
 const nb_cpu_kernels *nb__cpu_kernels(void);

@@ -1,0 +1,37 @@
+/*
+ * jit.h — the CPU backend's run-time kernel compiler: elementwise fused
+ * kernels turned into one C loop each (jit_source.c), built by the system's
+ * C compiler into a shared object, cached on disk and loaded with dlopen
+ * (jit.c).  Where no compiler runs, the caller interprets the kernel
+ * (fused.c): slower, the same results.
+ */
+#ifndef NB_CPU_JIT_H
+#define NB_CPU_JIT_H
+
+#include "../fused.h"
+
+/**
+ * A generated kernel over n elements: operand o (the loads, then the
+ * outputs) contiguous at ptr[o] (FULL ones; the caller stages the others);
+ * prm[2j], prm[2j + 1] instruction j's parameters; uni[v] the element of
+ * UNIFORM value v; z must be 0 (the compiler cannot see it: jit_source.c).
+ */
+typedef void (*nb_jit_fn)(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z);
+
+/** C source defining function `name` for k; NULL when k holds something the generator does not
+ *  emit (a reduction, an integer dtype) or on OOM.  Caller frees. */
+char *nb__jit_source(const nb_fkernel *k, const char *name);
+
+/** The compiled kernel for k, compiling it on first use (under a lock; later calls find it in
+ *  memory, later processes on disk).  NULL: interpret it (no compiler, NB_JIT=0, a kernel the
+ *  generator does not emit, a failed build). */
+nb_jit_fn nb__jit_get(const nb_fkernel *k);
+
+/** The backend's fused_mode entry: "on: " and how kernels run — compiled (by which compiler,
+ *  cached where) or interpreted, and then why no compiler runs (static text). */
+const char *nb__jit_status(void);
+
+/** NB_JIT: unset or 1 compiles, 0 does not; anything else warns on stderr and compiles. */
+bool nb__jit_env(void);
+
+#endif /* NB_CPU_JIT_H */

@@ -1,0 +1,339 @@
+/*
+ * jit_source.c — C source for an elementwise fused kernel (backend/fused.h,
+ * nred = 0): one loop that computes the kernel's whole chain per element in
+ * registers, which the run-time compiler (jit.c) builds and loads.
+ *
+ * Every instruction is the C text the built-in loop of its op is compiled
+ * from — f32_forms.h's forms, ops.def's formulas, the mask kernels' truth
+ * rule, nb__store's conversions — expanded here by the preprocessor, so the
+ * generated kernel computes each element as the eager op would.  Two things
+ * keep it bit for bit equal to running the ops one by one:
+ *  - Each instruction reads its float operands through nb_jit_keep (an
+ *    exclusive-or of the bits with a zero the compiler cannot see, a
+ *    different one per instruction), so the compiler can neither contract a
+ *    multiplication of one op into an addition of the next as a fused
+ *    multiply-add (eager rounds between ops) nor share code between two
+ *    instructions, which could change where it contracts inside one.
+ *  - The ranged f32 forms (gelu, sin, cos, tan) run in blocks of JB
+ *    elements into block buffers, marking the elements with an input outside
+ *    a form's range; those are computed again, one by one, each ranged op
+ *    calling its form or, outside its range, its slow form (each compiled
+ *    out of line, alone), as the eager loop recomputes them; then the block
+ *    is stored (the first pass must not write the
+ *    outputs, which may share memory with the loads).
+ *
+ * Every operand is contiguous along the loop (the caller stages strided and
+ * broadcast rows into blocks), so the loop is the same vectorized loop the
+ * built-in kernels run: no value is hoisted out of it and computed in a
+ * scalar context of its own, where the compiler may contract differently.
+ */
+#include "jit.h"
+
+#include "f32_forms.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { JB = 256 }; /* elements per block of a kernel with ranged forms */
+
+#define JIT_STR(...) #__VA_ARGS__
+#define JIT_XSTR(...) JIT_STR(__VA_ARGS__)
+
+/* The f32 form of each unary op (f32_forms.h, expanded) and its formula in double (ops.def). */
+typedef struct jit_unary_text {
+    const char *f32, *f64;
+} jit_unary_text;
+
+#define JT_UNARY(E, expr) [NB_OP_##E] = {JIT_XSTR(F32_UNARY_##E(expr)), JIT_XSTR(expr)},
+#define JT_NONE(E, expr)
+#define JT_KIND_UNARY JT_UNARY
+#define JT_KIND_BINARY JT_NONE
+#define JT_KIND_WHERE JT_NONE
+#define JT_KIND_REDUCE JT_NONE
+#define JT_KIND_ARGREDUCE JT_NONE
+#define JT_KIND_SCAN JT_NONE
+#define JT_KIND_MATMUL JT_NONE
+#define JT_KIND_GATHER JT_NONE
+#define JT_KIND_SCATTER_ADD JT_NONE
+#define JT_KIND_COPY JT_NONE
+#define JT_KIND_VIEW JT_NONE
+#define JT_KIND_VIEW_GRAD JT_NONE
+#define JT_KIND_PAD JT_NONE
+#define JT_KIND_CAT JT_NONE
+#define JT_KIND_COMPOSITE JT_NONE
+#define JT_KIND_WINDOW JT_NONE
+#define JT_KIND_SIZE JT_NONE
+#define JT_KIND_RANDOM JT_NONE
+#define JT_KIND_LINALG JT_NONE
+#define JT_KIND_QUANT JT_NONE
+#define JT_KIND_ATTENTION JT_NONE
+static const jit_unary_text unary_text[NB_OP_COUNT] = {
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, expr)
+#include "../../ops/ops.def"
+#undef NB_OP
+};
+#undef JT_KIND_UNARY
+#undef JT_KIND_BINARY
+#define JT_KIND_UNARY JT_NONE
+#define JT_BINARY(E, expr) [NB_OP_##E] = JIT_XSTR(expr),
+#define JT_KIND_BINARY JT_BINARY
+static const char *const binary_text[NB_OP_COUNT] = {
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, expr)
+#include "../../ops/ops.def"
+#undef NB_OP
+};
+
+/* ---- a growing string ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (m < 0) {
+        b->oom = true;
+        return;
+    }
+    if (!b->p || b->n + (size_t)m + 1 > b->cap) {
+        size_t cap = (b->cap ? b->cap : 4096);
+        while (cap < b->n + (size_t)m + 1) cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+    }
+    b->n += (size_t)m;
+}
+
+/* ---- what the generator emits ---- */
+
+static const char *ctype(nb_dtype dt) { return dt == NB_F32 ? "float" : dt == NB_F64 ? "double" : "uint8_t"; }
+
+static bool jit_dtype(nb_dtype dt) { return dt == NB_F32 || dt == NB_F64 || dt == NB_BOOL; }
+
+static const char *compare_op(nb_op op) {
+    switch (op) {
+    case NB_OP_EQ: return "==";
+    case NB_OP_NE: return "!=";
+    case NB_OP_LT: return "<";
+    case NB_OP_LE: return "<=";
+    case NB_OP_GT: return ">";
+    case NB_OP_GE: return ">=";
+    default: return NULL;
+    }
+}
+
+/* Does the f32 form of unary op hold on a range only?  Its range test (of x) and slow form. */
+static bool ranged(nb_op op, const char **test, const char **slow) {
+    if (op == NB_OP_GELU) {
+        *test = JIT_XSTR(F32_IN_RANGE_GELU(x));
+        *slow = JIT_XSTR(F32_SLOW_GELU(x));
+        return true;
+    }
+    if (op == NB_OP_SIN || op == NB_OP_COS || op == NB_OP_TAN) {
+        *test = JIT_XSTR(F32_IN_RANGE_TRIG(x));
+        *slow = NULL; /* ops.def's formula in double, rounded */
+        return true;
+    }
+    return false;
+}
+
+static bool instr_ranged(const nb_finstr *I) {
+    const char *t, *s;
+    return I->level == NB_FL_FULL && nb__ops[I->op].kind == NB_KIND_UNARY && I->dtype == NB_F32 && ranged(I->op, &t, &s);
+}
+
+/* Can instruction I be emitted? */
+static bool emittable(const nb_fkernel *k, const nb_finstr *I) {
+    if (I->level == NB_FL_ROW || !jit_dtype(I->dtype)) return false;
+    for (int i = 0; i < 3; i++)
+        if (I->in[i] >= 0 && !jit_dtype(nb__fk_dtype(k, I->in[i]))) return false;
+    if (I->level == NB_FL_UNIFORM) return true; /* computed before the call */
+    nb_op op = I->op;
+    if (op == NB_OP_CAST || op == NB_OP_WHERE || compare_op(op)) return true;
+    if (op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR || op == NB_OP_LOGICAL_NOT)
+        return I->dtype == NB_BOOL;
+    if (I->dtype == NB_BOOL) return false;
+    if (nb__ops[op].kind == NB_KIND_UNARY) return unary_text[op].f32 != NULL;
+    if (nb__ops[op].kind == NB_KIND_BINARY) return binary_text[op] != NULL;
+    return false;
+}
+
+/* Operand i of instruction j: a float behind j's own barrier (nb_jit_keep with the zero
+ * z * (j + 1), which the compiler can neither see nor prove equal to another instruction's),
+ * so no two instructions share code that could be contracted differently; bools as they are. */
+static void opnd(sbuf *b, const nb_fkernel *k, int j, int i) {
+    int v = k->instr[j].in[i];
+    nb_dtype dt = nb__fk_dtype(k, v);
+    if (dt == NB_BOOL) put(b, "v%d", v);
+    else put(b, "nb_jit_keep_%s(v%d, z * %dull)", dt == NB_F32 ? "f" : "d", v, j + 1);
+}
+
+/* The truth of operand i of j as C (the mask kernels' rule: x != 0, so -0 is false and NaN true). */
+static void truth(sbuf *b, const nb_fkernel *k, int j, int i) {
+    put(b, "(");
+    opnd(b, k, j, i);
+    put(b, " != 0)");
+}
+
+/* Out of line, the form and the slow form of ranged instruction j (the exact pass calls them,
+ * rarely): each compiled alone, sharing no code with the other or with the loop. */
+static void emit_ranged_fns(sbuf *b, const nb_fkernel *k, int j) {
+    const nb_finstr *I = &k->instr[j];
+    const char *test, *slow;
+    if (!instr_ranged(I) || !ranged(I->op, &test, &slow)) return;
+    put(b, "static __attribute__((noinline)) float nb_jit_form%d(float x) { return %s; }\n", j, unary_text[I->op].f32);
+    if (slow) put(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return %s; }\n", j, slow);
+    else put(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return (float)(%s); }\n", j,
+             unary_text[I->op].f64);
+}
+
+/* Instruction j of k as a C statement assigning v<nin + j>; mode 0: ranged forms unguarded
+ * (plain kernels have none), 1: the form and `bad` set for inputs outside its range, 2: the
+ * form or, outside the range, the slow form. */
+static void emit_instr(sbuf *b, const nb_fkernel *k, int j, int mode) {
+    const nb_finstr *I = &k->instr[j];
+    int d = k->nin + j;
+    nb_op op = I->op;
+    const char *T = ctype(I->dtype);
+    put(b, "    ");
+    if (op == NB_OP_CAST) {
+        put(b, I->dtype == NB_BOOL ? "v%d = (uint8_t)((double)" : "v%d = (%s)(double)", d, T);
+        opnd(b, k, j, 0);
+        put(b, I->dtype == NB_BOOL ? " != 0);\n" : ";\n");
+    } else if (op == NB_OP_WHERE) {
+        put(b, "v%d = ", d);
+        truth(b, k, j, 0);
+        put(b, " ? v%d : v%d;\n", I->in[1], I->in[2]); /* bits selected, not computed */
+    } else if (compare_op(op)) {
+        put(b, "v%d = (uint8_t)(", d);
+        opnd(b, k, j, 0);
+        put(b, " %s ", compare_op(op));
+        opnd(b, k, j, 1);
+        put(b, ");\n");
+    } else if (op == NB_OP_LOGICAL_NOT) {
+        put(b, "v%d = (uint8_t)!", d);
+        truth(b, k, j, 0);
+        put(b, ";\n");
+    } else if (op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR) {
+        put(b, "v%d = (uint8_t)(", d);
+        truth(b, k, j, 0);
+        put(b, op == NB_OP_LOGICAL_AND ? " & " : op == NB_OP_LOGICAL_OR ? " | " : " ^ ");
+        truth(b, k, j, 1);
+        put(b, ");\n");
+    } else if (nb__ops[op].kind == NB_KIND_UNARY && I->dtype == NB_F32) {
+        put(b, "{ const float x = ");
+        opnd(b, k, j, 0);
+        put(b, "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
+               "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
+            2 * j, 2 * j + 1);
+        const char *test, *slow;
+        if (mode != 0 && instr_ranged(I) && ranged(op, &test, &slow)) {
+            if (mode == 1) put(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
+            else put(b, "v%d = %s ? nb_jit_form%d(x) : nb_jit_slow%d(x); }\n", d, test, j, j);
+        } else {
+            put(b, "v%d = %s; }\n", d, unary_text[op].f32);
+        }
+    } else if (nb__ops[op].kind == NB_KIND_UNARY) {
+        put(b, "{ const double x = ");
+        opnd(b, k, j, 0);
+        put(b, "; const double p0 = prm[%d], p1 = prm[%d]; (void)p0; (void)p1; v%d = (double)(%s); }\n", 2 * j,
+            2 * j + 1, d, unary_text[op].f64);
+    } else {
+        put(b, "{ const %s a = ", T);
+        opnd(b, k, j, 0);
+        put(b, ", b = ");
+        opnd(b, k, j, 1);
+        put(b, "; v%d = (%s)(%s); }\n", d, T, binary_text[op]);
+    }
+}
+
+/* The loop body over index i: FULL loads, instructions, outputs (into block buffers o<k>[t]
+ * when `blocked`). */
+static void emit_body(sbuf *b, const nb_fkernel *k, int mode, bool blocked) {
+    for (int v = 0; v < k->nin; v++)
+        if (k->in_level[v] == NB_FL_FULL) put(b, "    const %s v%d = p%d[i];\n", ctype(k->in_dtype[v]), v, v);
+    for (int j = 0; j < k->ninstr; j++)
+        if (k->instr[j].level == NB_FL_FULL) {
+            put(b, "    %s v%d;\n", ctype(k->instr[j].dtype), k->nin + j);
+            emit_instr(b, k, j, mode);
+        }
+    for (int o = 0; o < k->nout; o++) {
+        int v = k->out_val[o];
+        if (nb__fk_level(k, v) != NB_FL_FULL) continue; /* UNIFORM outputs: written before the call */
+        if (blocked) put(b, "    o%d[t] = v%d;\n", o, v);
+        else put(b, "    q%d[i] = v%d;\n", o, v);
+    }
+}
+
+char *nb__jit_source(const nb_fkernel *k, const char *name) {
+    if (k->nred != 0) return NULL;
+    for (int v = 0; v < k->nin; v++)
+        if (!jit_dtype(k->in_dtype[v]) || k->in_level[v] == NB_FL_ROW) return NULL;
+    bool blocked = false;
+    for (int j = 0; j < k->ninstr; j++) {
+        if (!emittable(k, &k->instr[j])) return NULL;
+        blocked |= instr_ranged(&k->instr[j]);
+    }
+    sbuf b = {0};
+    for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
+    put(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z) {\n"
+            "    (void)prm; (void)uni;\n",
+        name);
+    for (int v = 0; v < k->nin + k->ninstr; v++) /* UNIFORM values, read once */
+        if (nb__fk_level(k, v) == NB_FL_UNIFORM) {
+            const char *T = ctype(nb__fk_dtype(k, v));
+            put(&b, "    const %s v%d = *(const %s *)uni[%d];\n", T, v, T, v);
+        }
+    for (int v = 0; v < k->nin; v++)
+        if (k->in_level[v] == NB_FL_FULL) {
+            const char *T = ctype(k->in_dtype[v]);
+            put(&b, "    const %s *restrict p%d = (const %s *)ptr[%d];\n", T, v, T, v);
+        }
+    for (int o = 0; o < k->nout; o++) {
+        int v = k->out_val[o];
+        if (nb__fk_level(k, v) != NB_FL_FULL) continue;
+        const char *T = ctype(nb__fk_dtype(k, v));
+        put(&b, "    %s *restrict q%d = (%s *)ptr[%d];\n", T, o, T, k->nin + o);
+    }
+    if (!blocked) {
+        put(&b, "    for (int64_t i = 0; i < n; i++) {\n");
+        emit_body(&b, k, 0, false);
+        put(&b, "    }\n}\n");
+    } else {
+        put(&b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB, JB);
+        for (int o = 0; o < k->nout; o++)
+            if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
+                put(&b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
+        put(&b, "    uint8_t outside[%d];\n    int any = 0;\n"
+                "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n", JB);
+        emit_body(&b, k, 1, true);
+        put(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n"
+                "    if (any) for (int64_t t = 0; t < m; t++) {\n    if (!outside[t]) continue;\n    const int64_t i = i0 + t;\n");
+        emit_body(&b, k, 2, true);
+        put(&b, "    }\n    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n");
+        for (int o = 0; o < k->nout; o++)
+            if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, "    q%d[i] = o%d[t];\n", o, o);
+        put(&b, "    }\n    }\n}\n");
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
