@@ -760,6 +760,21 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_free_string(r);
     nb_compiled_release(c);
     nb_graph_release(g);
+    /* in place: the result written over its own argument while the slow forms re-read it */
+    g = nb_graph_begin("edges_in_place");
+    xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 41)));
+    assert_int_equal(nb_graph_output(g, "y", nb_add(nb_gelu(nb_add(nb_mul(xg, 1.5), 0.5)), nb_sin(xg))), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *want = NBT(nb_add(nb_gelu(nb_add(nb_mul(x, 1.5), 0.5)), nb_sin(x)));
+    nb_tensor *dst = NBT(nb_clone(x));
+    assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"x"}, &dst, 1, &dst), NB_OK);
+    assert_true(same_bits(want, dst, "in place"));
+    nb_compiled_stats st;
+    assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
+    assert_int_equal(st.kernels_compiled, jit ? 1 : 0);
+    nb_compiled_release(c);
+    nb_graph_release(g);
 }
 
 static void report_names_kernels_and_misses(void **state) {

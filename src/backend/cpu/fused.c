@@ -257,6 +257,19 @@ typedef struct jit_call {
 /* Element size of operand o of P (a load, then an output). */
 static size_t op_es(const fk_plan *P, int o) { return P->es[o < P->k->nin ? o : P->k->out_val[o - P->k->nin]]; }
 
+/* Does a FULL output of n contiguous elements at ptr overlap a FULL load? */
+static int shares_memory(const fk_plan *P, int64_t n, char *const *ptr) {
+    const nb_fkernel *k = P->k;
+    for (int o = k->nin; o < P->nops; o++) {
+        if (nb__fk_level(k, k->out_val[o - k->nin]) != NB_FL_FULL) continue;
+        for (int j = 0; j < k->nin; j++)
+            if (k->in_level[j] == NB_FL_FULL && ptr[j] < ptr[o] + n * (int64_t)op_es(P, o) &&
+                ptr[o] < ptr[j] + n * (int64_t)op_es(P, j))
+                return 1;
+    }
+    return 0;
+}
+
 /* n elements along the innermost axis: one call where every FULL operand is contiguous, else tiles
  * with the other loads gathered into contiguous buffers and the other outputs scattered from them
  * (the generated loop takes contiguous operands only, see jit_source.c). */
@@ -271,7 +284,7 @@ static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) 
         direct &= !staged[o];
     }
     if (direct) {
-        c->fn(n, ptr, c->prm, c->uni, 0);
+        c->fn(n, ptr, c->prm, c->uni, 0, shares_memory(P, n, ptr));
         return;
     }
     _Alignas(64) char stage[NB_FK_MAX_IO][BUF_BYTES];
@@ -282,7 +295,7 @@ static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) 
             p[o] = staged[o] ? stage[o] : ptr[o] + i0 * bs[o];
             if (staged[o] && o < k->nin) nb__cpu_stage_move(true, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
         }
-        c->fn(len, p, c->prm, c->uni, 0);
+        c->fn(len, p, c->prm, c->uni, 0, shares_memory(P, len, p));
         for (int o = k->nin; o < P->nops; o++)
             if (staged[o]) nb__cpu_stage_move(false, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
     }

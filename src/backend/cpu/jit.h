@@ -14,9 +14,11 @@
  * A generated kernel over n elements: operand o (the loads, then the
  * outputs) contiguous at ptr[o] (FULL ones; the caller stages the others);
  * prm[2j], prm[2j + 1] instruction j's parameters; uni[v] the element of
- * UNIFORM value v; z must be 0 (the compiler cannot see it: jit_source.c).
+ * UNIFORM value v; z must be 0 (the compiler cannot see it: jit_source.c);
+ * inplace nonzero when an output shares memory with a load.
  */
-typedef void (*nb_jit_fn)(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z);
+typedef void (*nb_jit_fn)(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z,
+                          int inplace);
 
 /** C source defining function `name` for k; NULL when k holds something the generator does not
  *  emit (a reduction, an integer dtype) or on OOM.  Caller frees. */

@@ -6,7 +6,7 @@
  * Every instruction is the C text the built-in loop of its op is compiled
  * from — f32_forms.h's forms, ops.def's formulas, the mask kernels' truth
  * rule, nb__store's conversions — expanded here by the preprocessor, so the
- * generated kernel computes each element as the eager op would.  Two things
+ * generated kernel computes each element as the eager op would.  Three things
  * keep it bit for bit equal to running the ops one by one:
  *  - Each instruction reads its float operands through nb_jit_keep (an
  *    exclusive-or of the bits with a zero the compiler cannot see, a
@@ -15,12 +15,12 @@
  *    multiply-add (eager rounds between ops) nor share code between two
  *    instructions, which could change where it contracts inside one.
  *  - The ranged f32 forms (gelu, sin, cos, tan) run in blocks of JB
- *    elements into block buffers, marking the elements with an input outside
- *    a form's range; those are computed again, one by one, each ranged op
- *    calling its form or, outside its range, its slow form (each compiled
- *    out of line, alone), as the eager loop recomputes them; then the block
- *    is stored (the first pass must not write the
- *    outputs, which may share memory with the loads).
+ *    elements, marking the elements with an input outside a form's range;
+ *    those are computed again, one by one, each ranged op calling its form
+ *    or, outside its range, its slow form (each compiled out of line, alone),
+ *    as the eager loop recomputes them.  When an output shares memory with a
+ *    load (`inplace`, the caller tells) a block goes through block buffers,
+ *    so the second pass still reads the loads as they were.
  *
  * Every operand is contiguous along the loop (the caller stages strided and
  * broadcast rows into blocks), so the loop is the same vectorized loop the
@@ -264,7 +264,7 @@ static void emit_instr(sbuf *b, const nb_fkernel *k, int j, int mode) {
 }
 
 /* The loop body over index i: FULL loads, instructions, outputs (into block buffers o<k>[t]
- * when `blocked`). */
+ * when `blocked`: outputs that may share memory with loads). */
 static void emit_body(sbuf *b, const nb_fkernel *k, int mode, bool blocked) {
     for (int v = 0; v < k->nin; v++)
         if (k->in_level[v] == NB_FL_FULL) put(b, "    const %s v%d = p%d[i];\n", ctype(k->in_dtype[v]), v, v);
@@ -292,8 +292,8 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
     }
     sbuf b = {0};
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
-    put(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z) {\n"
-            "    (void)prm; (void)uni;\n",
+    put(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, int inplace) {\n"
+            "    (void)prm; (void)uni; (void)inplace;\n",
         name);
     for (int v = 0; v < k->nin + k->ninstr; v++) /* UNIFORM values, read once */
         if (nb__fk_level(k, v) == NB_FL_UNIFORM) {
@@ -316,17 +316,27 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         emit_body(&b, k, 0, false);
         put(&b, "    }\n}\n");
     } else {
+        /* per block: the forms (into the block buffers when an output shares memory with a load,
+         * else straight into the outputs), then the marked elements again, found 8 flags at a time */
         put(&b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB, JB);
         for (int o = 0; o < k->nout; o++)
             if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
                 put(&b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
-        put(&b, "    uint8_t outside[%d];\n    int any = 0;\n"
-                "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n", JB);
-        emit_body(&b, k, 1, true);
-        put(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n"
-                "    if (any) for (int64_t t = 0; t < m; t++) {\n    if (!outside[t]) continue;\n    const int64_t i = i0 + t;\n");
-        emit_body(&b, k, 2, true);
-        put(&b, "    }\n    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n");
+        put(&b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 8);
+        for (int inplace = 1; inplace >= 0; inplace--) {
+            put(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
+            put(&b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
+            emit_body(&b, k, 1, inplace);
+            put(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
+        }
+        put(&b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 8) {\n    uint64_t f;\n    memcpy(&f, outside + w, 8);\n"
+                "    if (!f) continue;\n    for (int64_t t = w; t < w + 8 && t < m; t++) {\n    if (!outside[t]) continue;\n"
+                "    const int64_t i = i0 + t;\n");
+        for (int inplace = 1; inplace >= 0; inplace--) {
+            put(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
+            emit_body(&b, k, 2, inplace);
+        }
+        put(&b, "    }\n    }\n    }\n    if (inplace) for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n");
         for (int o = 0; o < k->nout; o++)
             if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, "    q%d[i] = o%d[t];\n", o, o);
         put(&b, "    }\n    }\n}\n");
