@@ -292,25 +292,21 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
     }
     sbuf b = {0};
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
-    put(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, int inplace) {\n"
-            "    (void)prm; (void)uni; (void)inplace;\n",
-        name);
+    /* the loop's function takes its operands as restrict parameters (GCC honours restrict there,
+     * not on local pointers: without it, several outputs meant too many run-time alias checks to
+     * vectorize at all); `name` unpacks ptr into them */
+    put(&b, "static __attribute__((noinline)) void nb_jit_loop(int64_t n");
+    for (int v = 0; v < k->nin; v++)
+        if (k->in_level[v] == NB_FL_FULL) put(&b, ", const %s *restrict p%d", ctype(k->in_dtype[v]), v);
+    for (int o = 0; o < k->nout; o++)
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, ", %s *restrict q%d", ctype(nb__fk_dtype(k, k->out_val[o])), o);
+    put(&b, ", const double *restrict prm, const void *const *uni, uint64_t z, int inplace) {\n"
+            "    (void)prm; (void)uni; (void)inplace;\n");
     for (int v = 0; v < k->nin + k->ninstr; v++) /* UNIFORM values, read once */
         if (nb__fk_level(k, v) == NB_FL_UNIFORM) {
             const char *T = ctype(nb__fk_dtype(k, v));
             put(&b, "    const %s v%d = *(const %s *)uni[%d];\n", T, v, T, v);
         }
-    for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) {
-            const char *T = ctype(k->in_dtype[v]);
-            put(&b, "    const %s *restrict p%d = (const %s *)ptr[%d];\n", T, v, T, v);
-        }
-    for (int o = 0; o < k->nout; o++) {
-        int v = k->out_val[o];
-        if (nb__fk_level(k, v) != NB_FL_FULL) continue;
-        const char *T = ctype(nb__fk_dtype(k, v));
-        put(&b, "    %s *restrict q%d = (%s *)ptr[%d];\n", T, o, T, k->nin + o);
-    }
     if (!blocked) {
         put(&b, "    for (int64_t i = 0; i < n; i++) {\n");
         emit_body(&b, k, 0, false);
@@ -341,6 +337,14 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
             if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, "    q%d[i] = o%d[t];\n", o, o);
         put(&b, "    }\n    }\n}\n");
     }
+    put(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, int inplace) {\n"
+            "    nb_jit_loop(n",
+        name);
+    for (int v = 0; v < k->nin; v++)
+        if (k->in_level[v] == NB_FL_FULL) put(&b, ", (const %s *)ptr[%d]", ctype(k->in_dtype[v]), v);
+    for (int o = 0; o < k->nout; o++)
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, ", (%s *)ptr[%d]", ctype(nb__fk_dtype(k, k->out_val[o])), k->nin + o);
+    put(&b, ", prm, uni, z, inplace);\n}\n");
     if (b.oom) {
         free(b.p);
         return NULL;
