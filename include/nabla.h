@@ -1930,7 +1930,8 @@ char *nb_compiled_report(const nb_compiled *c);
 /** How compiled plans run fused kernels on the CPU, one line of text (static): "on: " and then
  *  either that elementwise kernels are compiled at run time (by NB_CC, else `cc` on PATH, with the
  *  flags of the library's own loops, so results are bit for bit those of the ops run one by one;
- *  shared objects cached in NB_JIT_CACHE, else $XDG_CACHE_HOME/nabla/jit, else ~/.cache/nabla/jit)
+ *  shared objects cached in NB_JIT_CACHE (an absolute path), else $XDG_CACHE_HOME/nabla/jit, else
+ *  ~/.cache/nabla/jit; an unloadable object there is built again)
  *  and row kernels interpreted, or that every kernel runs on a tiled interpreter of the built-in
  *  kernels and why no compiler runs (NB_JIT=0, none found): slower, the same results.  "off" when
  *  NB_FUSE=0 (each op its own step; for comparisons).  The first call may run the compiler once

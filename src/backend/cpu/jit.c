@@ -125,6 +125,9 @@ static bool pick_dir(void) {
     else if (home && *home) snprintf(J.dir, sizeof J.dir, "%s/.cache/nabla/jit", home);
     else J.dir[0] = '\0';
     if (J.dir[0] == '/' && strlen(J.dir) < sizeof J.dir - 64 && mkdirs(J.dir)) return true;
+    if (env && *env)
+        fprintf(stderr, "nabla: NB_JIT_CACHE='%s' is not an absolute path to a folder that can be written; "
+                        "using a temporary one\n", env);
     const char *tmp = getenv("TMPDIR");
     snprintf(J.dir, sizeof J.dir, "%s/nabla-jit-XXXXXX", tmp && *tmp == '/' && strlen(tmp) < 900 ? tmp : "/tmp");
     return mkdtemp(J.dir) != NULL;
@@ -173,48 +176,53 @@ static const char *isa_flags(void) {
                                                                                          : nb__jit_cflags_scalar;
 }
 
-/* Compile src into the cache (unless there) and load function `name`; NULL on failure. */
+/* Function `name` of the shared object at path, NULL when it does not load or lacks it. */
+static nb_jit_fn load(const char *path, const char *name) {
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *sym = lib ? dlsym(lib, name) : NULL;
+    if (lib && !sym) dlclose(lib);
+    nb_jit_fn fn;
+    memcpy(&fn, &sym, sizeof fn); /* ISO C has no object-to-function pointer conversion */
+    return fn;
+}
+
+/* Compile src into the cache (unless a loadable object is there) and load function `name`;
+ * NULL on failure. */
 static nb_jit_fn build(const char *src, const char *name) {
     const char *isa = isa_flags();
     uint64_t h = fnv(0xcbf29ce484222325ull, src, strlen(src));
     h = fnv(h, nb__jit_cflags, strlen(nb__jit_cflags));
     h = fnv(h, isa, strlen(isa));
     h = fnv(h, J.version, strlen(J.version));
-    char so[1200], tmp[1200], csrc[1200];
+    char so[1200], tmp[1200], csrc[1200], kept[1200];
     snprintf(so, sizeof so, "%s/k-%016llx.so", J.dir, (unsigned long long)h);
-    void *lib = access(so, R_OK) == 0 ? dlopen(so, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!lib) {
-        snprintf(tmp, sizeof tmp, "%s/k-%016llx.%ld.%u.so", J.dir, (unsigned long long)h, (long)getpid(), J.serial);
-        snprintf(csrc, sizeof csrc, "%s/k-%016llx.%ld.%u.c", J.dir, (unsigned long long)h, (long)getpid(), J.serial++);
-        FILE *f = fopen(csrc, "w");
-        if (!f) return NULL;
-        bool ok = fputs(src, f) >= 0;
-        ok = fclose(f) == 0 && ok;
-        /* argv: the compiler, the common and ISA flags split at spaces, the files */
-        char flags[1024];
-        snprintf(flags, sizeof flags, "%s %s -fPIC -shared -w", nb__jit_cflags, isa);
-        char *argv[48];
-        int argc = 0;
-        argv[argc++] = J.cc;
-        for (char *t = strtok(flags, " "); t && argc < 40; t = strtok(NULL, " ")) argv[argc++] = t;
-        argv[argc++] = "-o";
-        argv[argc++] = tmp;
-        argv[argc++] = csrc;
-        argv[argc++] = "-lm";
-        argv[argc] = NULL;
-        ok = ok && run(argv, NULL, 0) == 0 && rename(tmp, so) == 0;
-        char kept[1200]; /* the source stays beside its object, for reading */
-        snprintf(kept, sizeof kept, "%s/k-%016llx.c", J.dir, (unsigned long long)h);
-        if (!ok || rename(csrc, kept) != 0) unlink(csrc);
-        unlink(tmp);
-        if (!ok) return NULL;
-        lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-        if (!lib) return NULL;
-    }
-    nb_jit_fn fn;
-    void *sym = dlsym(lib, name);
-    memcpy(&fn, &sym, sizeof fn); /* ISO C has no object-to-function pointer conversion */
-    return fn;
+    nb_jit_fn fn = access(so, R_OK) == 0 ? load(so, name) : NULL;
+    if (fn) return fn;
+    /* missing, or unloadable (a truncated or foreign file): built again and renamed over it */
+    snprintf(tmp, sizeof tmp, "%s/k-%016llx.%ld.%u.so", J.dir, (unsigned long long)h, (long)getpid(), J.serial);
+    snprintf(csrc, sizeof csrc, "%s/k-%016llx.%ld.%u.c", J.dir, (unsigned long long)h, (long)getpid(), J.serial++);
+    snprintf(kept, sizeof kept, "%s/k-%016llx.c", J.dir, (unsigned long long)h);
+    FILE *f = fopen(csrc, "w");
+    if (!f) return NULL;
+    bool ok = fputs(src, f) >= 0;
+    ok = fclose(f) == 0 && ok;
+    /* argv: the compiler, the common and ISA flags split at spaces, the files */
+    char flags[1024];
+    snprintf(flags, sizeof flags, "%s %s -fPIC -shared -w", nb__jit_cflags, isa);
+    char *argv[48];
+    int argc = 0;
+    argv[argc++] = J.cc;
+    char *save = NULL;
+    for (char *t = strtok_r(flags, " ", &save); t && argc < 40; t = strtok_r(NULL, " ", &save)) argv[argc++] = t;
+    argv[argc++] = "-o";
+    argv[argc++] = tmp;
+    argv[argc++] = csrc;
+    argv[argc++] = "-lm";
+    argv[argc] = NULL;
+    ok = ok && run(argv, NULL, 0) == 0 && rename(tmp, so) == 0;
+    if (!ok || rename(csrc, kept) != 0) unlink(csrc); /* the source stays beside its object, for reading */
+    unlink(tmp);
+    return ok ? load(so, name) : NULL;
 }
 
 /* k's structure (not its parameters) and the ISA: what the source and its build depend on. */
