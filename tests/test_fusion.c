@@ -748,7 +748,6 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
             char what[32];
             snprintf(what, sizeof what, "input %d output %d", a, i);
             assert_true(same_bits(NBT(eager[i]), out[i], what));
-            nb_release(out[i]);
         }
         nb_compiled_stats st;
         assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
