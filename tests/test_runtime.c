@@ -236,39 +236,31 @@ static void simd_env_is_validated(void **state) {
 }
 
 static void env_fuse(void *res) { *(bool *)res = nb__env_fuse(); }
-
-/* NB_FUSE must be 0 or 1; anything else warns and fuses. */
-static void fuse_env_is_validated(void **state) {
-    (void)state;
-    bool on = false;
-    unsetenv("NB_FUSE");
-    assert_string_equal(stderr_of(env_fuse, &on), "");
-    assert_true(on);
-    setenv("NB_FUSE", "0", 1);
-    assert_string_equal(stderr_of(env_fuse, &on), "");
-    assert_false(on);
-    setenv("NB_FUSE", "yes", 1);
-    assert_non_null(strstr(stderr_of(env_fuse, &on), "NB_FUSE='yes'"));
-    assert_true(on);
-    unsetenv("NB_FUSE");
-}
-
 static void env_jit(void *res) { *(bool *)res = nb__jit_env(); }
 
-/* NB_JIT must be 0 or 1; anything else warns and compiles. */
-static void jit_env_is_validated(void **state) {
-    (void)state;
+/* The on/off switch `name` read by `read`: unset and 1 are on, 0 is off, anything else warns
+ * (naming the variable and its value) and is on. */
+static void check_switch(const char *name, void (*read)(void *)) {
     bool on = false;
-    unsetenv("NB_JIT");
-    assert_string_equal(stderr_of(env_jit, &on), "");
+    char want[64];
+    snprintf(want, sizeof want, "%s='yes'", name);
+    unsetenv(name);
+    assert_string_equal(stderr_of(read, &on), "");
     assert_true(on);
-    setenv("NB_JIT", "0", 1);
-    assert_string_equal(stderr_of(env_jit, &on), "");
+    setenv(name, "0", 1);
+    assert_string_equal(stderr_of(read, &on), "");
     assert_false(on);
-    setenv("NB_JIT", "on", 1);
-    assert_non_null(strstr(stderr_of(env_jit, &on), "NB_JIT='on'"));
+    setenv(name, "yes", 1);
+    assert_non_null(strstr(stderr_of(read, &on), want));
     assert_true(on);
-    unsetenv("NB_JIT");
+    unsetenv(name);
+}
+
+/* NB_FUSE (fusion) and NB_JIT (kernels compiled at run time) must be 0 or 1. */
+static void switch_envs_are_validated(void **state) {
+    (void)state;
+    check_switch("NB_FUSE", env_fuse);
+    check_switch("NB_JIT", env_jit);
 }
 
 static void env_cache(void *res) { *(size_t *)res = nb__env_alloc_cache_bytes(); }
@@ -311,8 +303,7 @@ int main(void) {
         cmocka_unit_test(num_threads_env_is_validated),
         cmocka_unit_test(simd_env_is_validated),
         cmocka_unit_test(cache_env_is_validated),
-        cmocka_unit_test(fuse_env_is_validated),
-        cmocka_unit_test(jit_env_is_validated),
+        cmocka_unit_test(switch_envs_are_validated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -123,12 +123,7 @@ static bool values_on(nb_graph *g, nb_device dev) {
     return true;
 }
 
-bool nb__env_fuse(void) {
-    const char *e = getenv("NB_FUSE");
-    if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
-        fprintf(stderr, "nabla: ignoring NB_FUSE='%s' (expected 0 or 1); fusing\n", e);
-    return !e || strcmp(e, "0") != 0;
-}
+bool nb__env_fuse(void) { return nb__env_switch("NB_FUSE", "fusing"); }
 
 /* Whether plans fuse: NB_FUSE, read at the first compile. */
 static bool fusing(void) {

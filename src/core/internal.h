@@ -313,4 +313,22 @@ bool nb__should_record(nb_tensor *const *in, int n);
 nb_tensor *nb__record(nb_tensor *out, int op, nb_tensor *const *in, int n, const nb_attrs *attrs);
 void nb__node_release(nb_node *n);
 
+/* ---- text (src/core/text.c) ---- */
+
+/** A growing text buffer; `oom` is set (and further text dropped) on allocation failure. */
+typedef struct nb__text {
+    char *s;
+    size_t n, cap;
+    bool oom;
+} nb__text;
+void nb__text_printf(nb__text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** The buffer's string (free with nb__free), or NULL with NB_ERR_OOM naming op (buffer freed). */
+char *nb__text_done(nb__text *b, const char *op);
+
+/* ---- run-time settings (src/core/env.c) ---- */
+
+/** The on/off switch in environment variable `name`: unset or "1" on, "0" off; anything else
+ *  warns on stderr ("ignoring NAME='value' (expected 0 or 1); <doing>") and is on. */
+bool nb__env_switch(const char *name, const char *doing);
+
 #endif /* NB_INTERNAL_H */

@@ -2,47 +2,12 @@
  * dot.c — Graphviz DOT text of a traced graph (one node per graph node
  * labelled with its op or name, the dtype and shape of each output with
  * symbolic dims by name, an edge per input, the outputs marked), and the
- * text buffer and node / edge writers the compiled plan's DOT shares.
+ * node / edge writers the compiled plan's DOT shares.
  */
 #include "graph.h"
 
 #include <stdio.h>
 #include <string.h>
-
-void nb__text_printf(nb__text *b, const char *fmt, ...) {
-    if (b->oom) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        size_t room = b->cap - b->n;
-        int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? room : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = true;
-            return;
-        }
-        if (b->s && (size_t)k < room) {
-            b->n += (size_t)k;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + (size_t)k + 1) cap *= 2;
-        char *s = nb__realloc(b->s, cap);
-        if (!s) {
-            b->oom = true;
-            return;
-        }
-        b->s = s;
-        b->cap = cap;
-    }
-}
-
-char *nb__text_done(nb__text *b, const char *op) {
-    if (!b->oom && b->s) return b->s;
-    nb__free(b->s);
-    nb__error(NB_ERR_OOM, "%s: out of memory for the DOT text", op);
-    return NULL;
-}
 
 const char *nb__dot_escape(char *buf, const char *s) {
     size_t n = 0;

@@ -90,15 +90,6 @@ nb_status nb__graph_verify(const nb_graph *g);
 
 /* ---- DOT text (src/graph/dot.c), shared with the compiled plan's DOT ---- */
 
-/** A growing text buffer; `oom` is set (and further text dropped) on allocation failure. */
-typedef struct nb__text {
-    char *s;
-    size_t n, cap;
-    bool oom;
-} nb__text;
-void nb__text_printf(nb__text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/** The buffer's string (free with nb__free), or NULL with NB_ERR_OOM naming op (buffer freed). */
-char *nb__text_done(nb__text *b, const char *op);
 /** The DOT statement of node id of g: `nID [label="<what>\n<dtype>[<shape>]…"]`, extra
  *  (NULL: none) appended to the label as one more line. */
 void nb__dot_node(nb__text *b, const nb_graph *g, int32_t id, const char *extra);

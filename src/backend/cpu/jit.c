@@ -133,12 +133,7 @@ static bool pick_dir(void) {
     return mkdtemp(J.dir) != NULL;
 }
 
-bool nb__jit_env(void) {
-    const char *e = getenv("NB_JIT");
-    if (e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
-        fprintf(stderr, "nabla: ignoring NB_JIT='%s' (expected 0 or 1); compiling\n", e);
-    return !e || strcmp(e, "0") != 0;
-}
+bool nb__jit_env(void) { return nb__env_switch("NB_JIT", "compiling"); }
 
 static void init(void) {
     if (!nb__jit_env()) {
@@ -275,7 +270,7 @@ nb_jit_fn nb__jit_get(const nb_fkernel *k) {
         fn = build(src, "nb_jit_kernel");
     }
     free(src);
-    free(body);
+    nb__free(body);
     unsigned char *copy = malloc(len);
     if (copy && J.n == J.cap) {
         size_t cap = J.cap ? 2 * J.cap : 16;

@@ -31,7 +31,6 @@
 
 #include "f32_forms.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,41 +83,6 @@ static const char *const binary_text[NB_OP_COUNT] = {
 #include "../../ops/ops.def"
 #undef NB_OP
 };
-
-/* ---- a growing string ---- */
-
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) {
-    if (b->oom) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int m = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (m < 0) {
-        b->oom = true;
-        return;
-    }
-    if (!b->p || b->n + (size_t)m + 1 > b->cap) {
-        size_t cap = (b->cap ? b->cap : 4096);
-        while (cap < b->n + (size_t)m + 1) cap *= 2;
-        char *q = realloc(b->p, cap);
-        if (!q) {
-            b->oom = true;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-        va_start(ap, fmt);
-        vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-    }
-    b->n += (size_t)m;
-}
 
 /* ---- what the generator emits ---- */
 
@@ -177,107 +141,107 @@ static bool emittable(const nb_fkernel *k, const nb_finstr *I) {
 /* Operand i of instruction j: a float behind j's own barrier (nb_jit_keep with the zero
  * z * (j + 1), which the compiler can neither see nor prove equal to another instruction's),
  * so no two instructions share code that could be contracted differently; bools as they are. */
-static void opnd(sbuf *b, const nb_fkernel *k, int j, int i) {
+static void opnd(nb__text *b, const nb_fkernel *k, int j, int i) {
     int v = k->instr[j].in[i];
     nb_dtype dt = nb__fk_dtype(k, v);
-    if (dt == NB_BOOL) put(b, "v%d", v);
-    else put(b, "nb_jit_keep_%s(v%d, z * %dull)", dt == NB_F32 ? "f" : "d", v, j + 1);
+    if (dt == NB_BOOL) nb__text_printf(b, "v%d", v);
+    else nb__text_printf(b, "nb_jit_keep_%s(v%d, z * %dull)", dt == NB_F32 ? "f" : "d", v, j + 1);
 }
 
 /* The truth of operand i of j as C (the mask kernels' rule: x != 0, so -0 is false and NaN true). */
-static void truth(sbuf *b, const nb_fkernel *k, int j, int i) {
-    put(b, "(");
+static void truth(nb__text *b, const nb_fkernel *k, int j, int i) {
+    nb__text_printf(b, "(");
     opnd(b, k, j, i);
-    put(b, " != 0)");
+    nb__text_printf(b, " != 0)");
 }
 
 /* Out of line, the form and the slow form of ranged instruction j (the exact pass calls them,
  * rarely): each compiled alone, sharing no code with the other or with the loop. */
-static void emit_ranged_fns(sbuf *b, const nb_fkernel *k, int j) {
+static void emit_ranged_fns(nb__text *b, const nb_fkernel *k, int j) {
     const nb_finstr *I = &k->instr[j];
     const char *test, *slow;
     if (!instr_ranged(I) || !ranged(I->op, &test, &slow)) return;
-    put(b, "static __attribute__((noinline)) float nb_jit_form%d(float x) { return %s; }\n", j, unary_text[I->op].f32);
-    if (slow) put(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return %s; }\n", j, slow);
-    else put(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return (float)(%s); }\n", j,
+    nb__text_printf(b, "static __attribute__((noinline)) float nb_jit_form%d(float x) { return %s; }\n", j, unary_text[I->op].f32);
+    if (slow) nb__text_printf(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return %s; }\n", j, slow);
+    else nb__text_printf(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return (float)(%s); }\n", j,
              unary_text[I->op].f64);
 }
 
 /* Instruction j of k as a C statement assigning v<nin + j>; mode 0: ranged forms unguarded
  * (plain kernels have none), 1: the form and `bad` set for inputs outside its range, 2: the
  * form or, outside the range, the slow form. */
-static void emit_instr(sbuf *b, const nb_fkernel *k, int j, int mode) {
+static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
     const nb_finstr *I = &k->instr[j];
     int d = k->nin + j;
     nb_op op = I->op;
     const char *T = ctype(I->dtype);
-    put(b, "    ");
+    nb__text_printf(b, "    ");
     if (op == NB_OP_CAST) {
-        put(b, I->dtype == NB_BOOL ? "v%d = (uint8_t)((double)" : "v%d = (%s)(double)", d, T);
+        nb__text_printf(b, I->dtype == NB_BOOL ? "v%d = (uint8_t)((double)" : "v%d = (%s)(double)", d, T);
         opnd(b, k, j, 0);
-        put(b, I->dtype == NB_BOOL ? " != 0);\n" : ";\n");
+        nb__text_printf(b, I->dtype == NB_BOOL ? " != 0);\n" : ";\n");
     } else if (op == NB_OP_WHERE) {
-        put(b, "v%d = ", d);
+        nb__text_printf(b, "v%d = ", d);
         truth(b, k, j, 0);
-        put(b, " ? v%d : v%d;\n", I->in[1], I->in[2]); /* bits selected, not computed */
+        nb__text_printf(b, " ? v%d : v%d;\n", I->in[1], I->in[2]); /* bits selected, not computed */
     } else if (compare_op(op)) {
-        put(b, "v%d = (uint8_t)(", d);
+        nb__text_printf(b, "v%d = (uint8_t)(", d);
         opnd(b, k, j, 0);
-        put(b, " %s ", compare_op(op));
+        nb__text_printf(b, " %s ", compare_op(op));
         opnd(b, k, j, 1);
-        put(b, ");\n");
+        nb__text_printf(b, ");\n");
     } else if (op == NB_OP_LOGICAL_NOT) {
-        put(b, "v%d = (uint8_t)!", d);
+        nb__text_printf(b, "v%d = (uint8_t)!", d);
         truth(b, k, j, 0);
-        put(b, ";\n");
+        nb__text_printf(b, ";\n");
     } else if (op == NB_OP_LOGICAL_AND || op == NB_OP_LOGICAL_OR || op == NB_OP_LOGICAL_XOR) {
-        put(b, "v%d = (uint8_t)(", d);
+        nb__text_printf(b, "v%d = (uint8_t)(", d);
         truth(b, k, j, 0);
-        put(b, op == NB_OP_LOGICAL_AND ? " & " : op == NB_OP_LOGICAL_OR ? " | " : " ^ ");
+        nb__text_printf(b, op == NB_OP_LOGICAL_AND ? " & " : op == NB_OP_LOGICAL_OR ? " | " : " ^ ");
         truth(b, k, j, 1);
-        put(b, ");\n");
+        nb__text_printf(b, ");\n");
     } else if (nb__ops[op].kind == NB_KIND_UNARY && I->dtype == NB_F32) {
-        put(b, "{ const float x = ");
+        nb__text_printf(b, "{ const float x = ");
         opnd(b, k, j, 0);
-        put(b, "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
+        nb__text_printf(b, "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
                "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
             2 * j, 2 * j + 1);
         const char *test, *slow;
         if (mode != 0 && instr_ranged(I) && ranged(op, &test, &slow)) {
-            if (mode == 1) put(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
-            else put(b, "v%d = %s ? nb_jit_form%d(x) : nb_jit_slow%d(x); }\n", d, test, j, j);
+            if (mode == 1) nb__text_printf(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
+            else nb__text_printf(b, "v%d = %s ? nb_jit_form%d(x) : nb_jit_slow%d(x); }\n", d, test, j, j);
         } else {
-            put(b, "v%d = %s; }\n", d, unary_text[op].f32);
+            nb__text_printf(b, "v%d = %s; }\n", d, unary_text[op].f32);
         }
     } else if (nb__ops[op].kind == NB_KIND_UNARY) {
-        put(b, "{ const double x = ");
+        nb__text_printf(b, "{ const double x = ");
         opnd(b, k, j, 0);
-        put(b, "; const double p0 = prm[%d], p1 = prm[%d]; (void)p0; (void)p1; v%d = (double)(%s); }\n", 2 * j,
+        nb__text_printf(b, "; const double p0 = prm[%d], p1 = prm[%d]; (void)p0; (void)p1; v%d = (double)(%s); }\n", 2 * j,
             2 * j + 1, d, unary_text[op].f64);
     } else {
-        put(b, "{ const %s a = ", T);
+        nb__text_printf(b, "{ const %s a = ", T);
         opnd(b, k, j, 0);
-        put(b, ", b = ");
+        nb__text_printf(b, ", b = ");
         opnd(b, k, j, 1);
-        put(b, "; v%d = (%s)(%s); }\n", d, T, binary_text[op]);
+        nb__text_printf(b, "; v%d = (%s)(%s); }\n", d, T, binary_text[op]);
     }
 }
 
 /* The loop body over index i: FULL loads, instructions, outputs (into block buffers o<k>[t]
  * when `blocked`: outputs that may share memory with loads). */
-static void emit_body(sbuf *b, const nb_fkernel *k, int mode, bool blocked) {
+static void emit_body(nb__text *b, const nb_fkernel *k, int mode, bool blocked) {
     for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) put(b, "    const %s v%d = p%d[i];\n", ctype(k->in_dtype[v]), v, v);
+        if (k->in_level[v] == NB_FL_FULL) nb__text_printf(b, "    const %s v%d = p%d[i];\n", ctype(k->in_dtype[v]), v, v);
     for (int j = 0; j < k->ninstr; j++)
         if (k->instr[j].level == NB_FL_FULL) {
-            put(b, "    %s v%d;\n", ctype(k->instr[j].dtype), k->nin + j);
+            nb__text_printf(b, "    %s v%d;\n", ctype(k->instr[j].dtype), k->nin + j);
             emit_instr(b, k, j, mode);
         }
     for (int o = 0; o < k->nout; o++) {
         int v = k->out_val[o];
         if (nb__fk_level(k, v) != NB_FL_FULL) continue; /* UNIFORM outputs: written before the call */
-        if (blocked) put(b, "    o%d[t] = v%d;\n", o, v);
-        else put(b, "    q%d[i] = v%d;\n", o, v);
+        if (blocked) nb__text_printf(b, "    o%d[t] = v%d;\n", o, v);
+        else nb__text_printf(b, "    q%d[i] = v%d;\n", o, v);
     }
 }
 
@@ -290,64 +254,64 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         if (!emittable(k, &k->instr[j])) return NULL;
         blocked |= instr_ranged(&k->instr[j]);
     }
-    sbuf b = {0};
+    nb__text b = {0};
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
     /* the loop's function takes its operands as restrict parameters (GCC honours restrict there,
      * not on local pointers: without it, several outputs meant too many run-time alias checks to
      * vectorize at all); `name` unpacks ptr into them */
-    put(&b, "static __attribute__((noinline)) void nb_jit_loop(int64_t n");
+    nb__text_printf(&b, "static __attribute__((noinline)) void nb_jit_loop(int64_t n");
     for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) put(&b, ", const %s *restrict p%d", ctype(k->in_dtype[v]), v);
+        if (k->in_level[v] == NB_FL_FULL) nb__text_printf(&b, ", const %s *restrict p%d", ctype(k->in_dtype[v]), v);
     for (int o = 0; o < k->nout; o++)
-        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, ", %s *restrict q%d", ctype(nb__fk_dtype(k, k->out_val[o])), o);
-    put(&b, ", const double *restrict prm, const void *const *uni, uint64_t z, int inplace) {\n"
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, ", %s *restrict q%d", ctype(nb__fk_dtype(k, k->out_val[o])), o);
+    nb__text_printf(&b, ", const double *restrict prm, const void *const *uni, uint64_t z, int inplace) {\n"
             "    (void)prm; (void)uni; (void)inplace;\n");
     for (int v = 0; v < k->nin + k->ninstr; v++) /* UNIFORM values, read once */
         if (nb__fk_level(k, v) == NB_FL_UNIFORM) {
             const char *T = ctype(nb__fk_dtype(k, v));
-            put(&b, "    const %s v%d = *(const %s *)uni[%d];\n", T, v, T, v);
+            nb__text_printf(&b, "    const %s v%d = *(const %s *)uni[%d];\n", T, v, T, v);
         }
     if (!blocked) {
-        put(&b, "    for (int64_t i = 0; i < n; i++) {\n");
+        nb__text_printf(&b, "    for (int64_t i = 0; i < n; i++) {\n");
         emit_body(&b, k, 0, false);
-        put(&b, "    }\n}\n");
+        nb__text_printf(&b, "    }\n}\n");
     } else {
         /* per block: the forms (into the block buffers when an output shares memory with a load,
          * else straight into the outputs), then the marked elements again, found 8 flags at a time */
-        put(&b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB, JB);
+        nb__text_printf(&b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB, JB);
         for (int o = 0; o < k->nout; o++)
             if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
-                put(&b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
-        put(&b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 8);
+                nb__text_printf(&b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
+        nb__text_printf(&b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 8);
         for (int inplace = 1; inplace >= 0; inplace--) {
-            put(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
-            put(&b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
+            nb__text_printf(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
+            nb__text_printf(&b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
             emit_body(&b, k, 1, inplace);
-            put(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
+            nb__text_printf(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
         }
-        put(&b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 8) {\n    uint64_t f;\n    memcpy(&f, outside + w, 8);\n"
+        nb__text_printf(&b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 8) {\n    uint64_t f;\n    memcpy(&f, outside + w, 8);\n"
                 "    if (!f) continue;\n    for (int64_t t = w; t < w + 8 && t < m; t++) {\n    if (!outside[t]) continue;\n"
                 "    const int64_t i = i0 + t;\n");
         for (int inplace = 1; inplace >= 0; inplace--) {
-            put(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
+            nb__text_printf(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
             emit_body(&b, k, 2, inplace);
         }
-        put(&b, "    }\n    }\n    }\n    if (inplace) for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n");
+        nb__text_printf(&b, "    }\n    }\n    }\n    if (inplace) for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n");
         for (int o = 0; o < k->nout; o++)
-            if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, "    q%d[i] = o%d[t];\n", o, o);
-        put(&b, "    }\n    }\n}\n");
+            if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, "    q%d[i] = o%d[t];\n", o, o);
+        nb__text_printf(&b, "    }\n    }\n}\n");
     }
-    put(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, int inplace) {\n"
+    nb__text_printf(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, int inplace) {\n"
             "    nb_jit_loop(n",
         name);
     for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) put(&b, ", (const %s *)ptr[%d]", ctype(k->in_dtype[v]), v);
+        if (k->in_level[v] == NB_FL_FULL) nb__text_printf(&b, ", (const %s *)ptr[%d]", ctype(k->in_dtype[v]), v);
     for (int o = 0; o < k->nout; o++)
-        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) put(&b, ", (%s *)ptr[%d]", ctype(nb__fk_dtype(k, k->out_val[o])), k->nin + o);
-    put(&b, ", prm, uni, z, inplace);\n}\n");
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, ", (%s *)ptr[%d]", ctype(nb__fk_dtype(k, k->out_val[o])), k->nin + o);
+    nb__text_printf(&b, ", prm, uni, z, inplace);\n}\n");
     if (b.oom) {
-        free(b.p);
+        nb__free(b.s);
         return NULL;
     }
-    return b.p;
+    return b.s;
 }
