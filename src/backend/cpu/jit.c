@@ -16,12 +16,20 @@
  * The compiler is NB_CC, else `cc` on PATH, run with posix_spawnp (no
  * shell).  NB_JIT=0 turns the compiler off.  Kernels the generator does not
  * emit, builds that fail and a missing compiler all leave the kernel to
- * the interpreter; each outcome is remembered for the process.
+ * the interpreter; each outcome is remembered for the process.  So does a
+ * compiler other than the one that built the library (its `--version` line
+ * must carry the same version, and say clang exactly when that was clang),
+ * since it would compile the same text into different roundings.  A cached
+ * object is checked to hold all the bytes it maps before dlopen (a truncated
+ * one is built again), and a cache folder must belong to the user and be
+ * writable by no one else.
  */
+#define _GNU_SOURCE /* pipe2 */
 #include "jit.h"
 #include "kernels.h"
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -39,6 +47,7 @@ extern char **environ;
 extern const char nb__jit_prelude[];
 extern const char nb__jit_cflags[];
 extern const char nb__jit_cflags_scalar[], nb__jit_cflags_avx2[], nb__jit_cflags_avx512[];
+extern const char nb__jit_compiler_id[], nb__jit_compiler_version[];
 
 static const char keep_src[] =
     "static inline float nb_jit_keep_f(float v, uint64_t z) { uint32_t u; memcpy(&u, &v, 4); u ^= (uint32_t)z; "
@@ -60,7 +69,7 @@ typedef struct jit_entry {
 static struct {
     pthread_mutex_t lock;
     pthread_once_t once;
-    bool on;
+    bool on, temp; /* temp: a private temporary folder, not a cache */
     char cc[256], version[512], dir[1024], status[2000];
     jit_entry *e;
     size_t n, cap;
@@ -73,16 +82,33 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
+/* fd moved above the standard streams (close-on-exec), so a process started without stdout
+ * cannot have its pipe land on descriptor 1; -1 on failure (fd closed). */
+static int above_std(int fd) {
+    if (fd > 2) return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    close(fd);
+    return moved;
+}
+
 /* Run argv[0] (found on PATH) with stdout into `out` (up to cap bytes, NUL-terminated) or
  * /dev/null, stderr to /dev/null; its exit status, -1 when it could not start. */
 static int run(char *const *argv, char *out, size_t cap) {
     int fd[2] = {-1, -1};
-    if (out && pipe(fd) != 0) return -1;
+    if (out) {
+        if (pipe2(fd, O_CLOEXEC) != 0) return -1;
+        fd[0] = above_std(fd[0]);
+        fd[1] = above_std(fd[1]);
+        if (fd[0] < 0 || fd[1] < 0) {
+            if (fd[0] >= 0) close(fd[0]);
+            if (fd[1] >= 0) close(fd[1]);
+            return -1;
+        }
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     if (out) {
-        posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
-        posix_spawn_file_actions_addclose(&fa, fd[0]);
+        posix_spawn_file_actions_adddup2(&fa, fd[1], 1); /* the pipe's own descriptors close on exec */
     } else {
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     }
@@ -113,8 +139,12 @@ static bool mkdirs(char *path) {
         *p = '/';
         if (rc != 0 && errno != EEXIST) return false;
     }
-    return (mkdir(path, 0700) == 0 || errno == EEXIST) && access(path, W_OK | X_OK) == 0;
+    struct stat st;
+    return (mkdir(path, 0700) == 0 || errno == EEXIST) && access(path, W_OK | X_OK) == 0 && stat(path, &st) == 0 &&
+           S_ISDIR(st.st_mode) && st.st_uid == geteuid() && !(st.st_mode & (S_IWGRP | S_IWOTH));
 }
+
+static void remove_temp_dir(void) { rmdir(J.dir); }
 
 /* The cache folder: NB_JIT_CACHE, $XDG_CACHE_HOME/nabla/jit, ~/.cache/nabla/jit, or a
  * private temporary one; false when none can be made. */
@@ -126,11 +156,22 @@ static bool pick_dir(void) {
     else J.dir[0] = '\0';
     if (J.dir[0] == '/' && strlen(J.dir) < sizeof J.dir - 64 && mkdirs(J.dir)) return true;
     if (env && *env)
-        fprintf(stderr, "nabla: NB_JIT_CACHE='%s' is not an absolute path to a folder that can be written; "
-                        "using a temporary one\n", env);
+        fprintf(stderr, "nabla: NB_JIT_CACHE='%s' is not an absolute path to a folder of this user that only it "
+                        "can write; using a temporary one\n", env);
     const char *tmp = getenv("TMPDIR");
     snprintf(J.dir, sizeof J.dir, "%s/nabla-jit-XXXXXX", tmp && *tmp == '/' && strlen(tmp) < 900 ? tmp : "/tmp");
-    return mkdtemp(J.dir) != NULL;
+    if (!mkdtemp(J.dir)) return false;
+    J.temp = true; /* its files are removed once loaded, the folder at exit */
+    atexit(remove_temp_dir);
+    return true;
+}
+
+/* Is the compiler whose `--version` first line is v the one that built the library (the same
+ * version number, and clang where and only where that was clang)?  Another would contract and
+ * vectorize the same source differently: compiled kernels would no longer equal eager ops. */
+static bool same_compiler(const char *v) {
+    bool clang = strstr(nb__jit_compiler_id, "Clang") != NULL;
+    return *nb__jit_compiler_version && strstr(v, nb__jit_compiler_version) && clang == (strstr(v, "clang") != NULL);
 }
 
 bool nb__jit_env(void) { return nb__env_switch("NB_JIT", "compiling"); }
@@ -144,11 +185,20 @@ static void init(void) {
     snprintf(J.cc, sizeof J.cc, "%s", cc && *cc ? cc : "cc");
     char out[512];
     if (run((char *const[]){J.cc, "--version", NULL}, out, sizeof out) != 0) {
-        snprintf(J.status, sizeof J.status, "%s (no C compiler runs: '%s --version' failed; set NB_CC)", INTERP, J.cc);
+        snprintf(J.status, sizeof J.status,
+                 "%s (no C compiler runs: '%s --version' failed; set NB_CC to a compiler's name or path, no arguments)",
+                 INTERP, J.cc);
         return;
     }
     out[strcspn(out, "\n")] = '\0';
     snprintf(J.version, sizeof J.version, "%s", out);
+    if (!same_compiler(J.version)) {
+        snprintf(J.status, sizeof J.status,
+                 "%s ('%s --version' says '%s', not the compiler that built the library, %s %s, whose kernels "
+                 "would compute differently; set NB_CC to that one)",
+                 INTERP, J.cc, J.version, nb__jit_compiler_id, nb__jit_compiler_version);
+        return;
+    }
     if (!pick_dir()) {
         snprintf(J.status, sizeof J.status, "%s (no folder to build kernels in: NB_JIT_CACHE, ~/.cache, /tmp)", INTERP);
         return;
@@ -171,9 +221,29 @@ static const char *isa_flags(void) {
                                                                                          : nb__jit_cflags_scalar;
 }
 
+/* Does the file at path hold every byte its ELF program headers map?  dlopen maps a truncated
+ * object's missing pages anyway, and touching them raises SIGBUS. */
+static bool whole_elf(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    Elf64_Ehdr eh;
+    struct stat st;
+    bool ok = fread(&eh, 1, sizeof eh, f) == sizeof eh && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+              eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && fstat(fileno(f), &st) == 0 &&
+              fseek(f, (long)eh.e_phoff, SEEK_SET) == 0;
+    uint64_t need = ok ? eh.e_phoff + (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr) : 0;
+    for (int i = 0; ok && i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        ok = fread(&ph, 1, sizeof ph, f) == sizeof ph;
+        if (ok && ph.p_offset + ph.p_filesz > need) need = ph.p_offset + ph.p_filesz;
+    }
+    fclose(f);
+    return ok && (uint64_t)st.st_size >= need;
+}
+
 /* Function `name` of the shared object at path, NULL when it does not load or lacks it. */
 static nb_jit_fn load(const char *path, const char *name) {
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *lib = whole_elf(path) ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
     void *sym = lib ? dlsym(lib, name) : NULL;
     if (lib && !sym) dlclose(lib);
     nb_jit_fn fn;
@@ -189,6 +259,7 @@ static nb_jit_fn build(const char *src, const char *name) {
     h = fnv(h, nb__jit_cflags, strlen(nb__jit_cflags));
     h = fnv(h, isa, strlen(isa));
     h = fnv(h, J.version, strlen(J.version));
+    h = fnv(h, J.cc, strlen(J.cc));
     char so[1200], tmp[1200], csrc[1200], kept[1200];
     snprintf(so, sizeof so, "%s/k-%016llx.so", J.dir, (unsigned long long)h);
     nb_jit_fn fn = access(so, R_OK) == 0 ? load(so, name) : NULL;
@@ -217,7 +288,12 @@ static nb_jit_fn build(const char *src, const char *name) {
     ok = ok && run(argv, NULL, 0) == 0 && rename(tmp, so) == 0;
     if (!ok || rename(csrc, kept) != 0) unlink(csrc); /* the source stays beside its object, for reading */
     unlink(tmp);
-    return ok ? load(so, name) : NULL;
+    nb_jit_fn fn2 = ok ? load(so, name) : NULL;
+    if (J.temp) { /* no cache: nothing stays on disk (the loaded object stays mapped) */
+        unlink(so);
+        unlink(kept);
+    }
+    return fn2;
 }
 
 /* k's structure (not its parameters) and the ISA: what the source and its build depend on. */
