@@ -35,7 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { JB = 256 }; /* elements per block of a kernel with ranged forms */
+enum { JB = 2048 }; /* elements per block of a kernel with ranged forms */
 
 #define JIT_STR(...) #__VA_ARGS__
 #define JIT_XSTR(...) JIT_STR(__VA_ARGS__)
@@ -277,20 +277,21 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         nb__text_printf(&b, "    }\n}\n");
     } else {
         /* per block: the forms (into the block buffers when an output shares memory with a load,
-         * else straight into the outputs), then the marked elements again, found 8 flags at a time */
+         * else straight into the outputs), then the marked elements again, found 64 flags at a time */
         nb__text_printf(&b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB, JB);
         for (int o = 0; o < k->nout; o++)
             if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
                 nb__text_printf(&b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
-        nb__text_printf(&b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 8);
+        nb__text_printf(&b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 64);
         for (int inplace = 1; inplace >= 0; inplace--) {
             nb__text_printf(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
             nb__text_printf(&b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
             emit_body(&b, k, 1, inplace);
             nb__text_printf(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
         }
-        nb__text_printf(&b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 8) {\n    uint64_t f;\n    memcpy(&f, outside + w, 8);\n"
-                "    if (!f) continue;\n    for (int64_t t = w; t < w + 8 && t < m; t++) {\n    if (!outside[t]) continue;\n"
+        nb__text_printf(&b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 64) {\n    uint64_t f[8], g = 0;\n"
+                "    memcpy(f, outside + w, 64);\n    for (int u = 0; u < 8; u++) g |= f[u];\n    if (!g) continue;\n"
+                "    for (int64_t t = w; t < w + 64 && t < m; t++) {\n    if (!outside[t]) continue;\n"
                 "    const int64_t i = i0 + t;\n");
         for (int inplace = 1; inplace >= 0; inplace--) {
             nb__text_printf(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
