@@ -5,6 +5,8 @@
  *   gelu       y = gelu(x * 1.5 + 0.5) over N f32 (default 64M): 1 read + 1 write
  *   softmax    softmax over the rows of [R, C] f32 (default 8192 x 4096)
  *   layer_norm layer_norm over the rows of [R, C] f32 (no affine)
+ *   adam       the Adam update of a [256, 784] f32 parameter (its moments and
+ *              gradient), 13 ops: the compiled plan writes p, m, v in place
  *
  * each run by a compiled plan into a fresh output (nabla-fused) and into a
  * caller's tensor (nabla-fused-into: nb_compiled_run_into, so no fresh output
@@ -134,6 +136,67 @@ static void mlp_memory(void) {
     nb_graph_release(g);
 }
 
+/* ---- the Adam update (torch.optim.Adam's step on one parameter, as `nabla train --compiled` traces it) ---- */
+
+typedef struct adam_ctx {
+    nb_tensor *v[4]; /* p, g, m, v */
+    nb_compiled *plan;
+} adam_ctx;
+
+static void adam_ops(nb_tensor *const *in, nb_tensor **out) {
+    const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, c1 = 1 - 0.9 * 0.9, c2 = 1 - 0.999 * 0.999; /* step 2 */
+    nb_tensor *p = in[0], *g = in[1];
+    out[1] = nb_add(nb_mul(in[2], b1), nb_mul(g, 1 - b1));
+    out[2] = nb_add(nb_mul(in[3], b2), nb_mul(nb_square(g), 1 - b2));
+    nb_tensor *den = nb_add(nb_sqrt(nb_div(out[2], c2)), eps);
+    out[0] = nb_sub(p, nb_mul(nb_div(nb_div(out[1], c1), den), lr));
+}
+
+static void run_adam_eager(void *q) {
+    adam_ctx *a = q;
+    nb_scope_begin();
+    nb_tensor *out[3];
+    adam_ops(a->v, out);
+    check(out[0]);
+    nb_scope_end();
+}
+
+static void run_adam_fused(void *q) { /* new p, m, v written over p, m, v (in place, as training does) */
+    adam_ctx *a = q;
+    nb_tensor *dst[3] = {a->v[0], a->v[2], a->v[3]};
+    if (nb_compiled_run_into(a->plan, 4, (const char *[]){"p", "g", "m", "v"}, a->v, 3, dst) != NB_OK) check(NULL);
+}
+
+/* The update of the MLP's first weight, [256, 784] f32 (200,704 parameters): eager op by op against
+ * the compiled plan (one fused kernel, three outputs in place). */
+static void adam_case(int reps) {
+    int64_t shape[2] = {256, 784};
+    nb_manual_seed(3);
+    adam_ctx a;
+    for (int i = 0; i < 4; i++) check(a.v[i] = nb_randn(shape, 2, NB_F32));
+    nb_tensor *v3 = nb_abs(a.v[3]);
+    nb_release(a.v[3]);
+    a.v[3] = v3;
+    nb_graph *g = nb_graph_begin("adam");
+    nb_tensor *in[4], *out[3];
+    const char *names[4] = {"p", "g", "m", "v"}, *onames[3] = {"p_new", "m_new", "v_new"};
+    for (int i = 0; i < 4; i++) in[i] = nb_graph_input(g, names[i], NB_F32, shape, 2);
+    adam_ops(in, out);
+    for (int i = 0; i < 3; i++) nb_graph_output(g, onames[i], out[i]);
+    nb_graph_end(g);
+    check((nb_tensor *)(a.plan = nb_graph_compile(g, NB_CPU)));
+    run_adam_fused(&a); /* builds the kernel */
+    double bytes = 7.0 * 256 * 784 * sizeof(float); /* 4 reads, 3 writes */
+    report("adam", "nabla-fused", bench_run(run_adam_fused, &a, 2, reps, 20), bytes);
+    report("adam", "nabla-eager", bench_run(run_adam_eager, &a, 2, reps, 20), bytes);
+    nb_compiled_stats st;
+    nb_compiled_stats_get(a.plan, &st);
+    printf("adam: %d kernel(s), %d compiled at run time (%s)\n", st.kernels, st.kernels_compiled, nb_fusion_mode());
+    nb_compiled_release(a.plan);
+    nb_graph_release(g);
+    for (int i = 0; i < 4; i++) nb_release(a.v[i]);
+}
+
 int main(void) {
     int threads = bench_env_int("NB_BENCH_THREADS", 2), reps = bench_env_int("NB_BENCH_REPS", 5);
     int64_t n = bench_env_int("NB_BENCH_N", 64 << 20), rows = bench_env_int("NB_BENCH_ROWS", 8192),
@@ -187,6 +250,7 @@ int main(void) {
         nb_graph_release(g);
         nb_release(r.x);
     }
+    if (!filter || strstr("adam", filter)) adam_case(reps);
     if (!filter || strstr("mlp_fwd_bwd", filter)) mlp_memory();
     return 0;
 }
