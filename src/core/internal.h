@@ -315,14 +315,17 @@ void nb__node_release(nb_node *n);
 
 /* ---- text (src/core/text.c) ---- */
 
-/** A growing text buffer; `oom` is set (and further text dropped) on allocation failure. */
+/** A growing text buffer; `oom` is set (and further text dropped) on allocation failure.  Its
+ *  memory comes from the library's allocator (nb_set_allocator), or from libc's when `libc`: text
+ *  that is not the user's data (the run-time kernel compiler's source) stays outside it. */
 typedef struct nb__text {
     char *s;
     size_t n, cap;
-    bool oom;
+    bool oom, libc;
 } nb__text;
 void nb__text_printf(nb__text *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/** The buffer's string (free with nb__free), or NULL with NB_ERR_OOM naming op (buffer freed). */
+/** The buffer's string (free with nb__free), or NULL with NB_ERR_OOM naming op (buffer freed);
+ *  not for `libc` buffers. */
 char *nb__text_done(nb__text *b, const char *op);
 
 /* ---- run-time settings (src/core/env.c) ---- */

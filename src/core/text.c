@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 void nb__text_printf(nb__text *b, const char *fmt, ...) {
     if (b->oom) return;
@@ -26,7 +27,7 @@ void nb__text_printf(nb__text *b, const char *fmt, ...) {
         }
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + (size_t)k + 1) cap *= 2;
-        char *s = nb__realloc(b->s, cap);
+        char *s = b->libc ? realloc(b->s, cap) : nb__realloc(b->s, cap);
         if (!s) {
             b->oom = true;
             return;

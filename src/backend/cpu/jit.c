@@ -346,7 +346,7 @@ nb_jit_fn nb__jit_get(const nb_fkernel *k) {
         fn = build(src, "nb_jit_kernel");
     }
     free(src);
-    nb__free(body);
+    free(body);
     unsigned char *copy = malloc(len);
     if (copy && J.n == J.cap) {
         size_t cap = J.cap ? 2 * J.cap : 16;

@@ -21,7 +21,8 @@ typedef void (*nb_jit_fn)(int64_t n, char *const *ptr, const double *prm, const 
                           int inplace);
 
 /** C source defining function `name` for k; NULL when k holds something the generator does not
- *  emit (a reduction, an integer dtype) or on OOM.  Free with nb__free. */
+ *  emit (a reduction, an integer dtype) or on OOM.  Free with free() (libc memory: the
+ *  compiler's allocations stay outside nb_set_allocator's, as they are not tensor data). */
 char *nb__jit_source(const nb_fkernel *k, const char *name);
 
 /** The compiled kernel for k, compiling it on first use (under a lock; later calls find it in

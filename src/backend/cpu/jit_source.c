@@ -254,7 +254,7 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         if (!emittable(k, &k->instr[j])) return NULL;
         blocked |= instr_ranged(&k->instr[j]);
     }
-    nb__text b = {0};
+    nb__text b = {.libc = true};
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
     /* the loop's function takes its operands as restrict parameters (GCC honours restrict there,
      * not on local pointers: without it, several outputs meant too many run-time alias checks to
@@ -311,7 +311,7 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, ", (%s *)ptr[%d]", ctype(nb__fk_dtype(k, k->out_val[o])), k->nin + o);
     nb__text_printf(&b, ", prm, uni, z, inplace);\n}\n");
     if (b.oom) {
-        nb__free(b.s);
+        free(b.s);
         return NULL;
     }
     return b.s;
