@@ -1928,14 +1928,16 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st);
  */
 char *nb_compiled_report(const nb_compiled *c);
 /** How compiled plans run fused kernels on the CPU, one line of text (static): "on: " and then
- *  either that elementwise kernels are compiled at run time (by NB_CC, else `cc` on PATH, with the
- *  flags of the library's own loops, so results are bit for bit those of the ops run one by one;
- *  shared objects cached in NB_JIT_CACHE (an absolute path), else $XDG_CACHE_HOME/nabla/jit, else
- *  ~/.cache/nabla/jit; an unloadable object there is built again)
- *  and row kernels interpreted, or that every kernel runs on a tiled interpreter of the built-in
- *  kernels and why no compiler runs (NB_JIT=0, none found): slower, the same results.  "off" when
- *  NB_FUSE=0 (each op its own step; for comparisons).  The first call may run the compiler once
- *  (`cc --version`). */
+ *  either that elementwise kernels are compiled at run time and row kernels interpreted, or that
+ *  every kernel runs on a tiled interpreter of the built-in kernels and why no compiler runs
+ *  (NB_JIT=0, none found, a different compiler): slower, the same results.  "off" when NB_FUSE=0
+ *  (each op its own step; for comparisons).
+ *  The compiler is NB_CC, else `cc` on PATH: a program name or path without arguments, which must be
+ *  the compiler that built the library (another is refused); kernels get the flags of the library's
+ *  own loops, so results are bit for bit those of the ops run one by one.  Shared objects are cached
+ *  in NB_JIT_CACHE (an absolute path), else $XDG_CACHE_HOME/nabla/jit, else ~/.cache/nabla/jit (a
+ *  folder only this user can write; an unloadable object there is built again).  The first call may
+ *  run the compiler once (`cc --version`). */
 const char *nb_fusion_mode(void);
 /** Retain / release a compiled plan (NULL is a no-op). */
 nb_compiled *nb_compiled_retain(nb_compiled *c);
