@@ -106,7 +106,8 @@ struct nb_backend {
      *  backend does not fuse (plans run op by op). */
     nb_status (*fused)(const struct nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in,
                        nb_tensor *const *out, int *ran);
-    /** How fused runs kernels, one line of static text starting "on: " (nb_fusion_mode). */
+    /** How fused runs kernels, one line of static text starting "on: " (nb_fusion_mode); NULL where
+     *  fused is. */
     const char *(*fused_mode)(void);
 };
 

@@ -134,7 +134,9 @@ static bool fusing(void) {
 }
 
 const char *nb_fusion_mode(void) {
-    return fusing() ? nb__cpu_backend.fused_mode() : "off (NB_FUSE=0): compiled plans run op by op";
+    if (!fusing()) return "off (NB_FUSE=0): compiled plans run op by op";
+    const nb_backend *be = nb_backend_for(NB_CPU);
+    return be->fused_mode ? be->fused_mode() : "off: the CPU backend does not fuse (compiled plans run op by op)";
 }
 
 nb_compiled *nb_graph_compile(nb_graph *g, nb_device dev) {

@@ -270,23 +270,11 @@ static int shares_memory(const fk_plan *P, int64_t n, char *const *ptr) {
     return 0;
 }
 
-/* n elements along the innermost axis: one call where every FULL operand is contiguous, else tiles
- * with the other loads gathered into contiguous buffers and the other outputs scattered from them
- * (the generated loop takes contiguous operands only, see jit_source.c). */
-static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
-    const jit_call *c = ctx;
+/* n elements along the innermost axis in tiles, the loads marked in `staged` gathered into
+ * contiguous buffers and the outputs marked scattered from them. */
+static void jit_rows_staged(const jit_call *c, int64_t n, char *const *ptr, const int64_t *bs, const bool *staged) {
     const fk_plan *P = c->P;
     const nb_fkernel *k = P->k;
-    bool staged[NB_FK_MAX_IO], direct = true;
-    for (int o = 0; o < P->nops; o++) {
-        int v = o < k->nin ? o : k->out_val[o - k->nin];
-        staged[o] = nb__fk_level(k, v) == NB_FL_FULL && bs[o] != (int64_t)op_es(P, o);
-        direct &= !staged[o];
-    }
-    if (direct) {
-        c->fn(n, ptr, c->prm, c->uni, 0, shares_memory(P, n, ptr));
-        return;
-    }
     _Alignas(64) char stage[NB_FK_MAX_IO][BUF_BYTES];
     char *p[NB_FK_MAX_IO];
     for (int64_t i0 = 0; i0 < n; i0 += TILE) {
@@ -299,6 +287,22 @@ static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) 
         for (int o = k->nin; o < P->nops; o++)
             if (staged[o]) nb__cpu_stage_move(false, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
     }
+}
+
+/* n elements along the innermost axis: one call where every FULL operand is contiguous, else
+ * staged (the generated loop takes contiguous operands only, see jit_source.c). */
+static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
+    const jit_call *c = ctx;
+    const fk_plan *P = c->P;
+    const nb_fkernel *k = P->k;
+    bool staged[NB_FK_MAX_IO], direct = true;
+    for (int o = 0; o < P->nops; o++) {
+        int v = o < k->nin ? o : k->out_val[o - k->nin];
+        staged[o] = nb__fk_level(k, v) == NB_FL_FULL && bs[o] != (int64_t)op_es(P, o);
+        direct &= !staged[o];
+    }
+    if (direct) c->fn(n, ptr, c->prm, c->uni, 0, shares_memory(P, n, ptr));
+    else jit_rows_staged(c, n, ptr, bs, staged);
 }
 
 static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *const *out, int *ran) {

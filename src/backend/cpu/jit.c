@@ -49,12 +49,6 @@ extern const char nb__jit_cflags[];
 extern const char nb__jit_cflags_scalar[], nb__jit_cflags_avx2[], nb__jit_cflags_avx512[];
 extern const char nb__jit_compiler_id[], nb__jit_compiler_version[];
 
-static const char keep_src[] =
-    "static inline float nb_jit_keep_f(float v, uint64_t z) { uint32_t u; memcpy(&u, &v, 4); u ^= (uint32_t)z; "
-    "memcpy(&v, &u, 4); return v; }\n"
-    "static inline double nb_jit_keep_d(double v, uint64_t z) { uint64_t u; memcpy(&u, &v, 8); u ^= z; "
-    "memcpy(&v, &u, 8); return v; }\n";
-
 #define INTERP "on: a tiled interpreter of the built-in kernels"
 
 enum { SIG_MAX = 72 + NB_FK_MAX_IO * 4 + NB_FK_MAX_INSTR * 12 };
@@ -339,10 +333,10 @@ nb_jit_fn nb__jit_get(const nb_fkernel *k) {
         }
     nb_jit_fn fn = NULL;
     char *body = nb__jit_source(k, "nb_jit_kernel");
-    size_t need = body ? strlen(nb__jit_prelude) + sizeof keep_src + strlen(body) + 1 : 0;
+    size_t need = body ? strlen(nb__jit_prelude) + strlen(body) + 1 : 0;
     char *src = body ? malloc(need) : NULL;
     if (src) {
-        snprintf(src, need, "%s%s%s", nb__jit_prelude, keep_src, body);
+        snprintf(src, need, "%s%s", nb__jit_prelude, body);
         fn = build(src, "nb_jit_kernel");
     }
     free(src);

@@ -161,10 +161,10 @@ static void emit_ranged_fns(nb__text *b, const nb_fkernel *k, int j) {
     const nb_finstr *I = &k->instr[j];
     const char *test, *slow;
     if (!instr_ranged(I) || !ranged(I->op, &test, &slow)) return;
-    nb__text_printf(b, "static __attribute__((noinline)) float nb_jit_form%d(float x) { return %s; }\n", j, unary_text[I->op].f32);
-    if (slow) nb__text_printf(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return %s; }\n", j, slow);
-    else nb__text_printf(b, "static __attribute__((noinline)) float nb_jit_slow%d(float x) { return (float)(%s); }\n", j,
-             unary_text[I->op].f64);
+    const char *fn = "static __attribute__((noinline)) float";
+    nb__text_printf(b, "%s nb_jit_form%d(float x) { return %s; }\n", fn, j, unary_text[I->op].f32);
+    if (slow) nb__text_printf(b, "%s nb_jit_slow%d(float x) { return %s; }\n", fn, j, slow);
+    else nb__text_printf(b, "%s nb_jit_slow%d(float x) { return (float)(%s); }\n", fn, j, unary_text[I->op].f64);
 }
 
 /* Instruction j of k as a C statement assigning v<nin + j>; mode 0: ranged forms unguarded
@@ -203,9 +203,10 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
     } else if (nb__ops[op].kind == NB_KIND_UNARY && I->dtype == NB_F32) {
         nb__text_printf(b, "{ const float x = ");
         opnd(b, k, j, 0);
-        nb__text_printf(b, "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
-               "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
-            2 * j, 2 * j + 1);
+        nb__text_printf(b,
+                        "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
+                        "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
+                        2 * j, 2 * j + 1);
         const char *test, *slow;
         if (mode != 0 && instr_ranged(I) && ranged(op, &test, &slow)) {
             if (mode == 1) nb__text_printf(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
@@ -216,8 +217,8 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
     } else if (nb__ops[op].kind == NB_KIND_UNARY) {
         nb__text_printf(b, "{ const double x = ");
         opnd(b, k, j, 0);
-        nb__text_printf(b, "; const double p0 = prm[%d], p1 = prm[%d]; (void)p0; (void)p1; v%d = (double)(%s); }\n", 2 * j,
-            2 * j + 1, d, unary_text[op].f64);
+        nb__text_printf(b, "; const double p0 = prm[%d], p1 = prm[%d]; (void)p0; (void)p1; v%d = (double)(%s); }\n",
+                        2 * j, 2 * j + 1, d, unary_text[op].f64);
     } else {
         nb__text_printf(b, "{ const %s a = ", T);
         opnd(b, k, j, 0);
@@ -231,7 +232,8 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
  * when `blocked`: outputs that may share memory with loads). */
 static void emit_body(nb__text *b, const nb_fkernel *k, int mode, bool blocked) {
     for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) nb__text_printf(b, "    const %s v%d = p%d[i];\n", ctype(k->in_dtype[v]), v, v);
+        if (k->in_level[v] == NB_FL_FULL)
+            nb__text_printf(b, "    const %s v%d = p%d[i];\n", ctype(k->in_dtype[v]), v, v);
     for (int j = 0; j < k->ninstr; j++)
         if (k->instr[j].level == NB_FL_FULL) {
             nb__text_printf(b, "    %s v%d;\n", ctype(k->instr[j].dtype), k->nin + j);
@@ -245,6 +247,58 @@ static void emit_body(nb__text *b, const nb_fkernel *k, int mode, bool blocked) 
     }
 }
 
+/* The barriers of opnd(): the bits of v exclusive-or'ed with z, which is 0 at run time. */
+static const char keep_src[] =
+    "static inline float nb_jit_keep_f(float v, uint64_t z) {\n"
+    "    uint32_t u; memcpy(&u, &v, 4); u ^= (uint32_t)z; memcpy(&v, &u, 4); return v;\n}\n"
+    "static inline double nb_jit_keep_d(double v, uint64_t z) {\n"
+    "    uint64_t u; memcpy(&u, &v, 8); u ^= z; memcpy(&v, &u, 8); return v;\n}\n";
+
+/* The FULL operands (loads, then outputs): as the loop's restrict parameters, or as the entry's
+ * arguments that unpack ptr into them. */
+static void emit_operands(nb__text *b, const nb_fkernel *k, bool params) {
+    for (int o = 0; o < k->nin + k->nout; o++) {
+        bool load = o < k->nin;
+        int v = load ? o : k->out_val[o - k->nin];
+        if (nb__fk_level(k, v) != NB_FL_FULL) continue;
+        const char *T = ctype(nb__fk_dtype(k, v)), *c = load ? "const " : "";
+        if (params) nb__text_printf(b, ", %s%s *restrict %c%d", c, T, load ? 'p' : 'q', load ? o : o - k->nin);
+        else nb__text_printf(b, ", (%s%s *)ptr[%d]", c, T, o);
+    }
+}
+
+/* The loop over blocks of a kernel with ranged forms: the forms (into the block buffers when an
+ * output shares memory with a load, else straight into the outputs), then the marked elements
+ * again, found 64 flags at a time, then (in place) the block buffers into the outputs. */
+static void emit_blocks(nb__text *b, const nb_fkernel *k) {
+    nb__text_printf(b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n", JB);
+    nb__text_printf(b, "    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB);
+    for (int o = 0; o < k->nout; o++)
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
+            nb__text_printf(b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
+    nb__text_printf(b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 64);
+    for (int inplace = 1; inplace >= 0; inplace--) {
+        nb__text_printf(b, inplace ? "    if (inplace) {\n" : "    } else {\n");
+        nb__text_printf(b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
+        emit_body(b, k, 1, inplace);
+        nb__text_printf(b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
+    }
+    nb__text_printf(b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 64) {\n"
+                       "    uint64_t f[8], g = 0;\n    memcpy(f, outside + w, 64);\n"
+                       "    for (int u = 0; u < 8; u++) g |= f[u];\n    if (!g) continue;\n"
+                       "    for (int64_t t = w; t < w + 64 && t < m; t++) {\n    if (!outside[t]) continue;\n"
+                       "    const int64_t i = i0 + t;\n");
+    for (int inplace = 1; inplace >= 0; inplace--) {
+        nb__text_printf(b, inplace ? "    if (inplace) {\n" : "    } else {\n");
+        emit_body(b, k, 2, inplace);
+    }
+    nb__text_printf(b, "    }\n    }\n    }\n    if (inplace) for (int64_t t = 0; t < m; t++) {\n"
+                       "    const int64_t i = i0 + t;\n");
+    for (int o = 0; o < k->nout; o++)
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(b, "    q%d[i] = o%d[t];\n", o, o);
+    nb__text_printf(b, "    }\n    }\n");
+}
+
 char *nb__jit_source(const nb_fkernel *k, const char *name) {
     if (k->nred != 0) return NULL;
     for (int v = 0; v < k->nin; v++)
@@ -255,60 +309,31 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         blocked |= instr_ranged(&k->instr[j]);
     }
     nb__text b = {.libc = true};
+    nb__text_printf(&b, "%s", keep_src);
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
     /* the loop's function takes its operands as restrict parameters (GCC honours restrict there,
      * not on local pointers: without it, several outputs meant too many run-time alias checks to
      * vectorize at all); `name` unpacks ptr into them */
     nb__text_printf(&b, "static __attribute__((noinline)) void nb_jit_loop(int64_t n");
-    for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) nb__text_printf(&b, ", const %s *restrict p%d", ctype(k->in_dtype[v]), v);
-    for (int o = 0; o < k->nout; o++)
-        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, ", %s *restrict q%d", ctype(nb__fk_dtype(k, k->out_val[o])), o);
+    emit_operands(&b, k, true);
     nb__text_printf(&b, ", const double *restrict prm, const void *const *uni, uint64_t z, int inplace) {\n"
-            "    (void)prm; (void)uni; (void)inplace;\n");
+                        "    (void)prm; (void)uni; (void)inplace;\n");
     for (int v = 0; v < k->nin + k->ninstr; v++) /* UNIFORM values, read once */
         if (nb__fk_level(k, v) == NB_FL_UNIFORM) {
             const char *T = ctype(nb__fk_dtype(k, v));
             nb__text_printf(&b, "    const %s v%d = *(const %s *)uni[%d];\n", T, v, T, v);
         }
-    if (!blocked) {
+    if (blocked) {
+        emit_blocks(&b, k);
+    } else {
         nb__text_printf(&b, "    for (int64_t i = 0; i < n; i++) {\n");
         emit_body(&b, k, 0, false);
-        nb__text_printf(&b, "    }\n}\n");
-    } else {
-        /* per block: the forms (into the block buffers when an output shares memory with a load,
-         * else straight into the outputs), then the marked elements again, found 64 flags at a time */
-        nb__text_printf(&b, "    for (int64_t i0 = 0; i0 < n; i0 += %d) {\n    const int64_t m = n - i0 < %d ? n - i0 : %d;\n", JB, JB, JB);
-        for (int o = 0; o < k->nout; o++)
-            if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
-                nb__text_printf(&b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
-        nb__text_printf(&b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 64);
-        for (int inplace = 1; inplace >= 0; inplace--) {
-            nb__text_printf(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
-            nb__text_printf(&b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
-            emit_body(&b, k, 1, inplace);
-            nb__text_printf(&b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
-        }
-        nb__text_printf(&b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 64) {\n    uint64_t f[8], g = 0;\n"
-                "    memcpy(f, outside + w, 64);\n    for (int u = 0; u < 8; u++) g |= f[u];\n    if (!g) continue;\n"
-                "    for (int64_t t = w; t < w + 64 && t < m; t++) {\n    if (!outside[t]) continue;\n"
-                "    const int64_t i = i0 + t;\n");
-        for (int inplace = 1; inplace >= 0; inplace--) {
-            nb__text_printf(&b, inplace ? "    if (inplace) {\n" : "    } else {\n");
-            emit_body(&b, k, 2, inplace);
-        }
-        nb__text_printf(&b, "    }\n    }\n    }\n    if (inplace) for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n");
-        for (int o = 0; o < k->nout; o++)
-            if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, "    q%d[i] = o%d[t];\n", o, o);
-        nb__text_printf(&b, "    }\n    }\n}\n");
+        nb__text_printf(&b, "    }\n");
     }
-    nb__text_printf(&b, "void %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, int inplace) {\n"
-            "    nb_jit_loop(n",
-        name);
-    for (int v = 0; v < k->nin; v++)
-        if (k->in_level[v] == NB_FL_FULL) nb__text_printf(&b, ", (const %s *)ptr[%d]", ctype(k->in_dtype[v]), v);
-    for (int o = 0; o < k->nout; o++)
-        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL) nb__text_printf(&b, ", (%s *)ptr[%d]", ctype(nb__fk_dtype(k, k->out_val[o])), k->nin + o);
+    nb__text_printf(&b, "}\nvoid %s(int64_t n, char *const *ptr, const double *prm, const void *const *uni, uint64_t z, "
+                        "int inplace) {\n    nb_jit_loop(n",
+                    name);
+    emit_operands(&b, k, false);
     nb__text_printf(&b, ", prm, uni, z, inplace);\n}\n");
     if (b.oom) {
         free(b.s);
