@@ -11,34 +11,11 @@
 
 enum { PRECISION = 4, THRESHOLD = 1000, EDGEITEMS = 3, LINEWIDTH = 80 };
 
-/* ---- a growing string ---- */
+/* ---- text: nb__text in libc memory (nb_to_string's result is the caller's, freed with free()) ---- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t len) {
-    if (b->oom) return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-static void sb_spaces(sbuf *b, int n) {
-    for (int i = 0; i < n; i++) sb_put(b, " ", 1);
+static void sb_puts(nb__text *b, const char *s) { nb__text_printf(b, "%s", s); }
+static void sb_spaces(nb__text *b, int n) {
+    if (n > 0) nb__text_printf(b, "%*s", n, "");
 }
 
 /* ---- elements ---- */
@@ -144,7 +121,7 @@ static void init_printer(printer *pr, const nb_tensor *t) {
     visit_shown(pr, 0, idx, measure, NULL);
 }
 
-static void put_elem(sbuf *b, const printer *pr, const int64_t *idx) {
+static void put_elem(nb__text *b, const printer *pr, const int64_t *idx) {
     char buf[64];
     format_elem(pr, idx, buf, sizeof buf);
     sb_spaces(b, pr->width - (int)strlen(buf));
@@ -153,7 +130,7 @@ static void put_elem(sbuf *b, const printer *pr, const int64_t *idx) {
 
 /* ---- layout (torch _vector_str / _tensor_str_with_formatter) ---- */
 
-static void put_vector(sbuf *b, const printer *pr, int64_t *idx, int indent) {
+static void put_vector(nb__text *b, const printer *pr, int64_t *idx, int indent) {
     int d = pr->t->ndim - 1;
     int64_t n = pr->t->shape[d], shown = shown_count(pr, n);
     int64_t items = shown + axis_elided(pr, n); /* the " ..." marker counts as an item */
@@ -181,13 +158,13 @@ static void put_vector(sbuf *b, const printer *pr, int64_t *idx, int indent) {
 }
 
 /* Newlines and indent between the slices of a rank-`rank` tensor: "," + "\n" * (rank-1) + indent. */
-static void put_slice_sep(sbuf *b, int rank, int indent) {
+static void put_slice_sep(nb__text *b, int rank, int indent) {
     sb_puts(b, ",");
     for (int i = 0; i < rank - 1; i++) sb_puts(b, "\n");
     sb_spaces(b, indent + 1);
 }
 
-static void put_tensor(sbuf *b, const printer *pr, int d, int64_t *idx, int indent) {
+static void put_tensor(nb__text *b, const printer *pr, int d, int64_t *idx, int indent) {
     if (d == pr->t->ndim - 1) {
         put_vector(b, pr, idx, indent);
         return;
@@ -209,7 +186,7 @@ static void put_tensor(sbuf *b, const printer *pr, int d, int64_t *idx, int inde
 
 /* ---- suffixes (torch _str_intern / _add_suffixes) ---- */
 
-static void add_suffix(sbuf *b, int *last_line, const char *s, int indent) {
+static void add_suffix(nb__text *b, int *last_line, const char *s, int indent) {
     int len = (int)strlen(s);
     if (*last_line + len + 2 > LINEWIDTH) {
         sb_puts(b, ",\n");
@@ -222,11 +199,11 @@ static void add_suffix(sbuf *b, int *last_line, const char *s, int indent) {
     sb_puts(b, s);
 }
 
-static void put_suffixes(sbuf *b, const nb_tensor *t, int indent) {
+static void put_suffixes(nb__text *b, const nb_tensor *t, int indent) {
     if (b->oom) return;
-    const char *nl = strrchr(b->p, '\n');
+    const char *nl = strrchr(b->s, '\n');
     /* torch's len(s) - s.rfind("\n") + 1 (rfind is -1 without a newline) */
-    int last_line = (int)((ptrdiff_t)b->n - (nl ? nl - b->p : -1) + 1);
+    int last_line = (int)((ptrdiff_t)b->n - (nl ? nl - b->s : -1) + 1);
     char s[128];
     nb_device dev = t->storage->device;
     if (dev.type != NB_DEVICE_CPU) {
@@ -262,7 +239,7 @@ char *nb_to_string(const nb_tensor *t) {
         nb__error(NB_ERR_DEVICE, "to_string: tensor %s is not in host memory", NB_SHAPE_STR(t));
         return NULL;
     }
-    sbuf b = {0};
+    nb__text b = {.libc = true};
     const char *prefix = "tensor(";
     int indent = (int)strlen(prefix);
     sb_puts(&b, prefix);
@@ -278,11 +255,11 @@ char *nb_to_string(const nb_tensor *t) {
     put_suffixes(&b, t, indent);
     sb_puts(&b, ")");
     if (b.oom) {
-        free(b.p);
+        free(b.s);
         nb__error(NB_ERR_OOM, "to_string: out of memory formatting %s", NB_SHAPE_STR(t));
         return NULL;
     }
-    return b.p;
+    return b.s;
 }
 
 static nb_status print_impl(const nb_tensor *t, FILE *f) {
