@@ -162,6 +162,40 @@ static void unfold_fold_definition_and_adjoint(void **state) {
 }
 
 /* Max and argmax of each window by the definition (first maximum; padding never counts). */
+/* The CPU's shifted fold (stride 1, output as wide as the image: one pass per kernel tap over the whole
+ * plane) against REF's tap-by-tap loop, bitwise (both add each tap's value in (p, q) order).  The taps
+ * that land in the padding hold NaN: they must be dropped, not added (nor wrapped into the next row). */
+static void fold_shifted_matches_ref(void **state) {
+    (void)state;
+    nb_manual_seed(11);
+    /* {kh, kw, pad h, pad w, dil h, dil w}: "same" size, a taller output (pad h 0), dilation, a 1-row kernel */
+    static const int64_t G[][6] = {{3, 3, 1, 1, 1, 1}, {3, 3, 0, 1, 1, 1}, {3, 3, 2, 2, 2, 2}, {5, 3, 2, 1, 1, 1},
+                                   {1, 3, 0, 1, 1, 1}, {3, 5, 1, 2, 1, 1}};
+    for (size_t k = 0; k < sizeof G / sizeof *G; k++) {
+        nb_scope_begin();
+        const int64_t *g = G[k];
+        int64_t N = 2, C = 3, H = 7, W = 6, OH = H + 2 * g[2] - g[4] * (g[0] - 1), L = OH * W, R = C * g[0] * g[1];
+        nb_window2d win = {{g[0], g[1]}, {1, 1}, {g[2], g[3]}, {g[4], g[5]}};
+        nb_tensor *r = NBT(nb_randn(NB_SHAPE(N, R, L), NB_F32));
+        float *v = test_malloc(sizeof(float) * (size_t)(N * R * L));
+        assert_int_equal(nb_copy_to_host(r, v, sizeof(float) * (size_t)(N * R * L)), NB_OK);
+        for (int64_t row = 0; row < N * R; row++) {
+            int64_t p = row % (g[0] * g[1]) / g[1], q = row % g[1];
+            for (int64_t i = 0; i < OH; i++)
+                for (int64_t j = 0; j < W; j++) {
+                    int64_t h = i - g[2] + p * g[4], c = j - g[3] + q * g[5];
+                    if (h < 0 || h >= H || c < 0 || c >= W) v[row * L + i * W + j] = NAN;
+                }
+        }
+        nb_tensor *cols = NBT(nb_from_data(v, NB_SHAPE(N, R, L), NB_F32));
+        test_free(v);
+        nb_tensor *cpu = NBT(nb_fold(cols, H, W, win));
+        nb_tensor *ref = NBT(nb_fold(NBT(nb_to_device(cols, NB_REF)), H, W, win));
+        assert_close(cpu, ref, 0, 0);
+        nb_scope_end();
+    }
+}
+
 static void max_pool_direct(nb_tensor *x, const nb_window2d *w, nb_tensor **vals, nb_tensor **idx) {
     const int64_t *s = nb_shape(x);
     int64_t N = s[0], C = s[1], H = s[2], W = s[3];
@@ -491,6 +525,7 @@ int main(void) {
         cmocka_unit_test(conv2d_matches_definition_and_ref),
         cmocka_unit_test(conv1d_is_conv2d_of_height_one),
         cmocka_unit_test(unfold_fold_definition_and_adjoint),
+        cmocka_unit_test(fold_shifted_matches_ref),
         cmocka_unit_test(max_pool_matches_definition),
         cmocka_unit_test(max_pool_ties_nan_and_padding),
         cmocka_unit_test(avg_pool_matches_definition),

@@ -37,7 +37,11 @@ RULE(sigmoid) {
 }
 /* masked_fill (a where with a rank-0 zero, never materialized) instead of g * mask: no
  * bool -> float conversion pass on the hot path; 0 where x > 0 fails (NaN included). */
-RULE(relu) { gin[0] = nb_masked_fill(g, nb_logical_not(nb_gt(X, 0.0)), 0.0); return NB_OK; }
+/* torch's threshold_backward: g where x > 0, else 0 (a NaN x too), one select with a 0-d zero */
+RULE(relu) {
+    gin[0] = nb_where(nb_gt(X, 0.0), g, nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)));
+    return NB_OK;
+}
 RULE(leaky_relu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_full_like(X, P0))); return NB_OK; }
 RULE(elu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_mul(nb_exp(X), P0))); return NB_OK; }
 RULE(gelu) {

@@ -19,6 +19,8 @@ typedef struct win_ctx {
     int64_t *idx;
     nb_window2d w;
     int64_t H, W, OH, OW; /* image plane [H, W]; window grid [OH, OW] */
+    const int32_t *taps;  /* 2x2 / stride-2 max pooling: each output's first tap in the plane, or NULL */
+    const uint8_t *inside; /* shifted fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
 } win_ctx;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
@@ -84,6 +86,19 @@ NB_SIMD_CLONES static void unfold_plane(const win_ctx *c, float *restrict cols, 
         }
 }
 
+/* Row (p, q) of one plane's fold when stride is 1 and OW == W (unfold_shifted's adjoint): the row is added
+ * to the image shifted by delta positions in one pass over the valid rows; the columns that wrapped around
+ * a row edge (flag 0 in `inside`) add +0, which leaves any sum unchanged (a fold's sum, starting at +0,
+ * is never -0), so every image element gets the same additions in the same order as in fold_plane's
+ * general loop. */
+NB_SIMD_CLONES static void fold_shifted(const win_ctx *c, int64_t p, int64_t off, const uint8_t *restrict inside,
+                                        const float *restrict r, float *restrict img) {
+    int64_t W = c->W, i0, i1, delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
+    rows_inside(c, p, &i0, &i1);
+    int64_t lo = clamp64(-delta, i0 * W, i1 * W), hi = clamp64(c->H * W - delta, lo, i1 * W);
+    for (int64_t k = lo; k < hi; k++) img[k + delta] += inside[k] ? r[k] : 0.0f;
+}
+
 /* One plane of fold: img [H, W] = the sum of each cols row (p, q)'s taps at the positions they came from. */
 NB_SIMD_CLONES static void fold_plane(const win_ctx *c, const float *restrict cols, float *restrict img) {
     const nb_window2d *w = &c->w;
@@ -93,6 +108,10 @@ NB_SIMD_CLONES static void fold_plane(const win_ctx *c, const float *restrict co
         for (int64_t q = 0; q < w->kernel[1]; q++) {
             const float *restrict row = cols + (p * w->kernel[1] + q) * L;
             int64_t off = q * w->dilation[1] - w->padding[1], j0, j1;
+            if (c->inside) {
+                fold_shifted(c, p, off, c->inside + q * L, row, img);
+                continue;
+            }
             inside_range(c, off, &j0, &j1);
             for (int64_t i = 0; i < c->OH; i++) {
                 int64_t h = i * w->stride[0] - w->padding[0] + p * w->dilation[0], base = h * c->W + off;
@@ -169,38 +188,45 @@ static float window_max(const win_ctx *c, const float *x, int64_t base, int64_t 
     return best;
 }
 
-/* mask ? b : a for a 0/1 flag, without a branch. */
-static inline int64_t pick(int64_t a, int64_t b, int64_t flag) { return a + ((b - a) & -flag); }
-
-/* The common 2x2 window with stride 2 and no padding over one row of outputs: taps a, b (row r0) and c, d
- * (row r1 = r0 + W), same rule as taps_max.  Rows are short (often shorter than a vector), so the choices
- * are flag arithmetic rather than branches; the only branch is on NaN, which is rare. */
-NB_SIMD_CLONES static void max_pool_2x2_row(const float *restrict r0, int64_t W, int64_t n, int64_t base,
-                                            float *restrict out, int64_t *restrict idx) {
-    const float *restrict r1 = r0 + W;
-    for (int64_t j = 0; j < n; j++) {
-        float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+/* The common 2x2 window with stride 2 and no padding over a whole plane of n outputs: output o's taps are
+ * a, b at x[t[o]], x[t[o] + 1] and c, d one row (W) below; same rule as taps_max.  Rows are short (14 or 7
+ * outputs in a 28x28 network), so the loop runs over the plane through the call's table t of tap offsets
+ * (gathers where the ISA has them) instead of row by row; the choices are selects and flag arithmetic. */
+NB_SIMD_CLONES static void max_pool_2x2_plane(const float *restrict x, const int32_t *restrict t, int64_t n,
+                                              int64_t W, float *restrict out) {
+    for (int64_t o = 0; o < n; o++) {
+        float a = x[t[o]], b = x[t[o] + 1], c = x[t[o] + W], d = x[t[o] + W + 1];
         float m = b > a ? b : a;
         m = c > m ? c : m;
         m = d > m ? d : m;
-        int64_t nan = (a != a) | (b != b) | (c != c) | (d != d);
-        out[j] = m;
-        if (nan) out[j] = NAN;
-        if (!idx) continue;
-        int64_t first_max = pick(pick(pick(W + 1, W, c == m), 1, b == m), 0, a == m);
-        int64_t last_nan = pick(pick(pick(0, 1, b != b), W, c != c), W + 1, d != d);
-        idx[j] = base + 2 * j + pick(first_max, last_nan, nan);
+        out[o] = (a != a) | (b != b) | (c != c) | (d != d) ? NAN : m;
     }
 }
 
-/* One plane of max pooling: the 2x2 / stride-2 window has its own row loop; otherwise interior windows
- * share one offset table per row and border windows clip theirs. */
+/* max_pool_2x2_plane with the argmax: idx[o] = the flat position in the plane of the first tap holding
+ * the maximum, or of the last NaN. */
+NB_SIMD_CLONES static void max_pool_2x2_plane_idx(const float *restrict x, const int32_t *restrict t, int64_t n,
+                                                  int64_t W, float *restrict out, int64_t *restrict idx) {
+    for (int64_t o = 0; o < n; o++) {
+        float a = x[t[o]], b = x[t[o] + 1], c = x[t[o] + W], d = x[t[o] + W + 1];
+        float m = b > a ? b : a;
+        m = c > m ? c : m;
+        m = d > m ? d : m;
+        int32_t na = a != a, nb = b != b, nc = c != c, nd = d != d, nan = na | nb | nc | nd;
+        out[o] = nan ? NAN : m;
+        int32_t first_max = a == m ? 0 : b == m ? 1 : c == m ? (int32_t)W : (int32_t)W + 1;
+        int32_t last_nan = nd ? (int32_t)W + 1 : nc ? (int32_t)W : nb ? 1 : 0;
+        idx[o] = (int64_t)t[o] + (nan ? last_nan : first_max);
+    }
+}
+
+/* One plane of max pooling: the 2x2 / stride-2 window runs over the call's tap table (c->taps); otherwise
+ * interior windows share one offset table per row and border windows clip theirs. */
 static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t *idx) {
     const nb_window2d *w = &c->w;
-    if (w->kernel[0] == 2 && w->kernel[1] == 2 && w->stride[0] == 2 && w->stride[1] == 2 && w->padding[0] == 0 &&
-        w->padding[1] == 0 && w->dilation[0] == 1 && w->dilation[1] == 1) {
-        for (int64_t i = 0; i < c->OH; i++)
-            max_pool_2x2_row(x + 2 * i * c->W, c->W, c->OW, 2 * i * c->W, out + i * c->OW, idx ? idx + i * c->OW : NULL);
+    if (c->taps) {
+        if (idx) max_pool_2x2_plane_idx(x, c->taps, c->OH * c->OW, c->W, out, idx);
+        else max_pool_2x2_plane(x, c->taps, c->OH * c->OW, c->W, out);
         return;
     }
     int64_t j0, j1, k0, k1, last = (w->kernel[1] - 1) * w->dilation[1] - w->padding[1], off[MAX_TAPS];
@@ -249,6 +275,14 @@ static void window_planes(void *p, int64_t lo, int64_t hi, int tid) {
     }
 }
 
+/* The 2x2 window with stride 2, no padding and no dilation (max_pool_2x2_plane's). */
+static bool pool_2x2(const nb_window2d *w) {
+    return w->kernel[0] == 2 && w->kernel[1] == 2 && w->stride[0] == 2 && w->stride[1] == 2 && w->padding[0] == 0 &&
+           w->padding[1] == 0 && w->dilation[0] == 1 && w->dilation[1] == 1;
+}
+
+enum { TAPS_MAX = 1 << 22 }; /* largest pooled plane given a tap table (16 MiB); larger ones take the general loop */
+
 nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
     if (x->dtype != NB_F32) return nb__ref_backend.window(op, out, idx, x, w);
     /* the image side is x for UNFOLD / MAX_POOL2D, out for FOLD / MAX_UNPOOL2D */
@@ -266,6 +300,31 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
         c.OW = nb__window_out(c.W, w->kernel[1], w->stride[1], w->padding[1], w->dilation[1]);
     }
     int64_t planes = img->shape[0] * img->shape[1], work = nb__numel(grid) / (planes ? planes : 1);
+    size_t taps_size = sizeof(int32_t) * (size_t)(work ? work : 1);
+    int32_t *taps = NULL;
+    if (op == NB_OP_MAX_POOL2D && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX) {
+        if (!(taps = nb__buf_alloc(taps_size))) return NB_ERR_OOM;
+        for (int64_t i = 0; i < c.OH; i++)
+            for (int64_t j = 0; j < c.OW; j++) taps[i * c.OW + j] = (int32_t)(2 * i * c.W + 2 * j);
+        c.taps = taps;
+    }
+    int64_t L = c.OH * c.OW;
+    size_t inside_size = sizeof(uint8_t) * (size_t)(L * c.w.kernel[1]);
+    uint8_t *inside = NULL;
+    if (op == NB_OP_FOLD && w->stride[0] == 1 && w->stride[1] == 1 && c.OW == c.W && inside_size <= TAPS_MAX) {
+        if (!(inside = nb__buf_alloc(inside_size + 1))) {
+            if (taps) nb__buf_free(taps, taps_size);
+            return NB_ERR_OOM;
+        }
+        for (int64_t q = 0; q < w->kernel[1]; q++) {
+            int64_t j0, j1;
+            inside_range(&c, q * w->dilation[1] - w->padding[1], &j0, &j1);
+            for (int64_t k = 0; k < L; k++) inside[q * L + k] = k % c.W >= j0 && k % c.W < j1;
+        }
+        c.inside = inside;
+    }
     nb__parallel_for(planes, work >= 16384 ? 1 : 16384 / (work ? work : 1), window_planes, &c);
+    if (taps) nb__buf_free(taps, taps_size);
+    if (inside) nb__buf_free(inside, inside_size + 1);
     return NB_OK;
 }
