@@ -148,6 +148,14 @@ static void index_range_checked_at_run_time(void **state) {
     nb_tensor *ex = NBT(nb_randn(NB_SHAPE(EAGER_B, 5), NB_F32)), *esrc = NBT(nb_randn(NB_SHAPE(1, 2), NB_F32));
     assert_failed(nb_gather(ex, 1, ix), NB_ERR_INDEX, "gather: index 7 out of range [0, 5)");
     assert_failed(nb_scatter_add(ex, 1, ix, esrc), NB_ERR_INDEX, "scatter_add: index 7 out of range [0, 5)");
+    /* a long index (checked in blocks of 4096): the first bad value, in the third block, is named, not a
+     * later negative one */
+    int64_t *many = test_calloc(10000, sizeof(int64_t));
+    many[9000] = -1;
+    many[8500] = 5;
+    nb_tensor *lix = NBT(nb_from_data(many, NB_SHAPE(1, 10000), NB_I64));
+    test_free(many);
+    assert_failed(nb_gather(ex, 1, lix), NB_ERR_INDEX, "gather: index 5 out of range [0, 5)");
     nb_graph *g = begin();
     nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(B, 5)));
     nb_tensor *y = NBT(nb_gather(x, 1, ix));

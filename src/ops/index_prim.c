@@ -23,12 +23,19 @@ nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
     if (!ix) return NULL;
     const int64_t *p = (const int64_t *)nb__ptr(ix);
     int64_t n = nb__numel(ix);
-    for (int64_t i = 0; i < n; i++)
-        if (p[i] < 0 || p[i] >= size) {
-            nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)p[i], (long long)size);
-            nb_release(ix);
-            return NULL;
-        }
+    /* blocks without an early exit (the loop vectorizes); a block that holds a bad index is searched for
+     * the first one, which the message names */
+    for (int64_t b = 0; b < n; b += 4096) {
+        int64_t e = n - b < 4096 ? n : b + 4096;
+        bool bad = false;
+        for (int64_t i = b; i < e; i++) bad |= (uint64_t)p[i] >= (uint64_t)size;
+        for (int64_t i = b; bad && i < e; i++)
+            if (p[i] < 0 || p[i] >= size) {
+                nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)p[i], (long long)size);
+                nb_release(ix);
+                return NULL;
+            }
+    }
     return ix;
 }
 
