@@ -19,7 +19,7 @@ typedef struct win_ctx {
     int64_t *idx;
     nb_window2d w;
     int64_t H, W, OH, OW; /* image plane [H, W]; window grid [OH, OW] */
-    const int32_t *taps;  /* 2x2 / stride-2 max pooling: each output's first tap in the plane, or NULL */
+    const int32_t *taps;  /* 2x2 / stride-2 max pooling with indices: each output's first tap in the plane, or NULL */
     const uint8_t *inside; /* shifted fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
 } win_ctx;
 
@@ -188,23 +188,25 @@ static float window_max(const win_ctx *c, const float *x, int64_t base, int64_t 
     return best;
 }
 
-/* The common 2x2 window with stride 2 and no padding over a whole plane of n outputs: output o's taps are
- * a, b at x[t[o]], x[t[o] + 1] and c, d one row (W) below; same rule as taps_max.  Rows are short (14 or 7
- * outputs in a 28x28 network), so the loop runs over the plane through the call's table t of tap offsets
- * (gathers where the ISA has them) instead of row by row; the choices are selects and flag arithmetic. */
-NB_SIMD_CLONES static void max_pool_2x2_plane(const float *restrict x, const int32_t *restrict t, int64_t n,
-                                              int64_t W, float *restrict out) {
-    for (int64_t o = 0; o < n; o++) {
-        float a = x[t[o]], b = x[t[o] + 1], c = x[t[o] + W], d = x[t[o] + W + 1];
+/* The common 2x2 window with stride 2 and no padding, values only, over one row of n outputs: taps a, b
+ * (row r0) and c, d (row r1 = r0 + W), same rule as taps_max. */
+NB_SIMD_CLONES static void max_pool_2x2_row(const float *restrict r0, int64_t W, int64_t n, float *restrict out) {
+    const float *restrict r1 = r0 + W;
+    for (int64_t j = 0; j < n; j++) {
+        float a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
         float m = b > a ? b : a;
         m = c > m ? c : m;
         m = d > m ? d : m;
-        out[o] = (a != a) | (b != b) | (c != c) | (d != d) ? NAN : m;
+        out[j] = (a != a) | (b != b) | (c != c) | (d != d) ? NAN : m;
     }
 }
 
-/* max_pool_2x2_plane with the argmax: idx[o] = the flat position in the plane of the first tap holding
- * the maximum, or of the last NaN. */
+/* The 2x2 / stride-2 window with the argmax over a whole plane of n outputs: output o's taps are a, b at
+ * x[t[o]], x[t[o] + 1] and c, d one row (W) below; idx[o] = the flat position in the plane of the first
+ * tap holding the maximum, or of the last NaN (taps_max's rule).  With the int64 positions a row loop
+ * (rows of 14 or 7 outputs in a 28x28 network) runs mostly scalar, so this loop runs over the plane
+ * through the call's table t of tap offsets (gathers where the ISA has them): 2-2.5x faster measured;
+ * for values only the row loop is faster (bench/RESULTS.md, section 16). */
 NB_SIMD_CLONES static void max_pool_2x2_plane_idx(const float *restrict x, const int32_t *restrict t, int64_t n,
                                                   int64_t W, float *restrict out, int64_t *restrict idx) {
     for (int64_t o = 0; o < n; o++) {
@@ -220,13 +222,23 @@ NB_SIMD_CLONES static void max_pool_2x2_plane_idx(const float *restrict x, const
     }
 }
 
-/* One plane of max pooling: the 2x2 / stride-2 window runs over the call's tap table (c->taps); otherwise
- * interior windows share one offset table per row and border windows clip theirs. */
+/* The 2x2 window with stride 2, no padding and no dilation (max_pool_2x2_row's and _plane_idx's). */
+static bool pool_2x2(const nb_window2d *w) {
+    return w->kernel[0] == 2 && w->kernel[1] == 2 && w->stride[0] == 2 && w->stride[1] == 2 && w->padding[0] == 0 &&
+           w->padding[1] == 0 && w->dilation[0] == 1 && w->dilation[1] == 1;
+}
+
+/* One plane of max pooling: the 2x2 / stride-2 window has its own loops (with the argmax, over the call's
+ * tap table c->taps); otherwise interior windows share one offset table per row and border windows clip
+ * theirs. */
 static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t *idx) {
     const nb_window2d *w = &c->w;
     if (c->taps) {
-        if (idx) max_pool_2x2_plane_idx(x, c->taps, c->OH * c->OW, c->W, out, idx);
-        else max_pool_2x2_plane(x, c->taps, c->OH * c->OW, c->W, out);
+        max_pool_2x2_plane_idx(x, c->taps, c->OH * c->OW, c->W, out, idx);
+        return;
+    }
+    if (!idx && pool_2x2(w)) {
+        for (int64_t i = 0; i < c->OH; i++) max_pool_2x2_row(x + 2 * i * c->W, c->W, c->OW, out + i * c->OW);
         return;
     }
     int64_t j0, j1, k0, k1, last = (w->kernel[1] - 1) * w->dilation[1] - w->padding[1], off[MAX_TAPS];
@@ -275,12 +287,6 @@ static void window_planes(void *p, int64_t lo, int64_t hi, int tid) {
     }
 }
 
-/* The 2x2 window with stride 2, no padding and no dilation (max_pool_2x2_plane's). */
-static bool pool_2x2(const nb_window2d *w) {
-    return w->kernel[0] == 2 && w->kernel[1] == 2 && w->stride[0] == 2 && w->stride[1] == 2 && w->padding[0] == 0 &&
-           w->padding[1] == 0 && w->dilation[0] == 1 && w->dilation[1] == 1;
-}
-
 enum { TAPS_MAX = 1 << 22 }; /* largest pooled plane given a tap table (16 MiB); larger ones take the general loop */
 
 nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
@@ -302,7 +308,7 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
     int64_t planes = img->shape[0] * img->shape[1], work = nb__numel(grid) / (planes ? planes : 1);
     size_t taps_size = sizeof(int32_t) * (size_t)(work ? work : 1);
     int32_t *taps = NULL;
-    if (op == NB_OP_MAX_POOL2D && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX) {
+    if (op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX) {
         if (!(taps = nb__buf_alloc(taps_size))) return NB_ERR_OOM;
         for (int64_t i = 0; i < c.OH; i++)
             for (int64_t j = 0; j < c.OW; j++) taps[i * c.OW + j] = (int32_t)(2 * i * c.W + 2 * j);
