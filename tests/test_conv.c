@@ -161,7 +161,6 @@ static void unfold_fold_definition_and_adjoint(void **state) {
     nb_scope_end();
 }
 
-/* Max and argmax of each window by the definition (first maximum; padding never counts). */
 /* The CPU's shifted fold (stride 1, output as wide as the image: one pass per kernel tap over the whole
  * plane) against REF's tap-by-tap loop, bitwise (both add each tap's value in (p, q) order).  The taps
  * that land in the padding hold NaN: they must be dropped, not added (nor wrapped into the next row). */
@@ -196,6 +195,7 @@ static void fold_shifted_matches_ref(void **state) {
     }
 }
 
+/* Max and argmax of each window by the definition (first maximum; padding never counts). */
 static void max_pool_direct(nb_tensor *x, const nb_window2d *w, nb_tensor **vals, nb_tensor **idx) {
     const int64_t *s = nb_shape(x);
     int64_t N = s[0], C = s[1], H = s[2], W = s[3];

@@ -35,9 +35,8 @@ RULE(sigmoid) {
     gin[0] = nb_mul(g, nb_mul(s, nb_sub(nb_ones_like(s), s)));
     return NB_OK;
 }
-/* masked_fill (a where with a rank-0 zero, never materialized) instead of g * mask: no
- * bool -> float conversion pass on the hot path; 0 where x > 0 fails (NaN included). */
-/* torch's threshold_backward: g where x > 0, else 0 (a NaN x too), one select with a 0-d zero */
+/* torch's threshold_backward: g where x > 0, else 0 (a NaN x too).  One select against a rank-0
+ * zero (never materialized) instead of g * mask: no bool -> float conversion pass, no negated mask. */
 RULE(relu) {
     gin[0] = nb_where(nb_gt(X, 0.0), g, nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)));
     return NB_OK;

@@ -28,9 +28,9 @@ nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
     for (int64_t b = 0; b < n; b += 4096) {
         int64_t e = n - b < 4096 ? n : b + 4096;
         bool bad = false;
-        for (int64_t i = b; i < e; i++) bad |= (uint64_t)p[i] >= (uint64_t)size;
+        for (int64_t i = b; i < e; i++) bad |= (uint64_t)p[i] >= (uint64_t)size; /* negatives wrap high */
         for (int64_t i = b; bad && i < e; i++)
-            if (p[i] < 0 || p[i] >= size) {
+            if ((uint64_t)p[i] >= (uint64_t)size) {
                 nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)p[i], (long long)size);
                 nb_release(ix);
                 return NULL;

@@ -287,6 +287,25 @@ static void window_planes(void *p, int64_t lo, int64_t hi, int tid) {
     }
 }
 
+/* max_pool_2x2_plane_idx's table t: each output's first tap, 2i*W + 2j (OH*OW entries). */
+static int32_t *pool_taps_fill(const win_ctx *c, int32_t *t) {
+    for (int64_t i = 0; i < c->OH; i++)
+        for (int64_t j = 0; j < c->OW; j++) t[i * c->OW + j] = (int32_t)(2 * i * c->W + 2 * j);
+    return t;
+}
+
+/* fold_shifted's flags: for kernel column q, OH*W flags, 1 where output column k % W has its tap inside
+ * the image row (inside_range). */
+static uint8_t *fold_inside_fill(const win_ctx *c, uint8_t *f) {
+    int64_t L = c->OH * c->OW;
+    for (int64_t q = 0; q < c->w.kernel[1]; q++) {
+        int64_t j0, j1;
+        inside_range(c, q * c->w.dilation[1] - c->w.padding[1], &j0, &j1);
+        for (int64_t k = 0; k < L; k++) f[q * L + k] = k % c->W >= j0 && k % c->W < j1;
+    }
+    return f;
+}
+
 enum { TAPS_MAX = 1 << 22 }; /* largest pooled plane given a tap table (16 MiB); larger ones take the general loop */
 
 nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
@@ -306,31 +325,23 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
         c.OW = nb__window_out(c.W, w->kernel[1], w->stride[1], w->padding[1], w->dilation[1]);
     }
     int64_t planes = img->shape[0] * img->shape[1], work = nb__numel(grid) / (planes ? planes : 1);
-    size_t taps_size = sizeof(int32_t) * (size_t)(work ? work : 1);
+    /* the per-call tables (sizes in bytes; the grid and the fold's rows are never empty) */
+    size_t taps_size = sizeof(int32_t) * (size_t)(c.OH * c.OW), inside_size = (size_t)(c.OH * c.OW * c.w.kernel[1]);
     int32_t *taps = NULL;
+    uint8_t *inside = NULL;
     if (op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX) {
         if (!(taps = nb__buf_alloc(taps_size))) return NB_ERR_OOM;
-        for (int64_t i = 0; i < c.OH; i++)
-            for (int64_t j = 0; j < c.OW; j++) taps[i * c.OW + j] = (int32_t)(2 * i * c.W + 2 * j);
-        c.taps = taps;
+        c.taps = pool_taps_fill(&c, taps);
     }
-    int64_t L = c.OH * c.OW;
-    size_t inside_size = sizeof(uint8_t) * (size_t)(L * c.w.kernel[1]);
-    uint8_t *inside = NULL;
     if (op == NB_OP_FOLD && w->stride[0] == 1 && w->stride[1] == 1 && c.OW == c.W && inside_size <= TAPS_MAX) {
-        if (!(inside = nb__buf_alloc(inside_size + 1))) {
+        if (!(inside = nb__buf_alloc(inside_size))) {
             if (taps) nb__buf_free(taps, taps_size);
             return NB_ERR_OOM;
         }
-        for (int64_t q = 0; q < w->kernel[1]; q++) {
-            int64_t j0, j1;
-            inside_range(&c, q * w->dilation[1] - w->padding[1], &j0, &j1);
-            for (int64_t k = 0; k < L; k++) inside[q * L + k] = k % c.W >= j0 && k % c.W < j1;
-        }
-        c.inside = inside;
+        c.inside = fold_inside_fill(&c, inside);
     }
     nb__parallel_for(planes, work >= 16384 ? 1 : 16384 / (work ? work : 1), window_planes, &c);
     if (taps) nb__buf_free(taps, taps_size);
-    if (inside) nb__buf_free(inside, inside_size + 1);
+    if (inside) nb__buf_free(inside, inside_size);
     return NB_OK;
 }
