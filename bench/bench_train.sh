@@ -55,7 +55,7 @@ run_one() {
              --model "$2" "${args[@]}" --wait-policy passive | sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' ;;
     torch2) "${pin[@]}" "$py2" bench/train_torch.py --model "$2" "${args[@]}" --wait-policy default |
              sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' ;;
-    jax) [ "$2" = mlp ] && "${pin[@]}" "$py2" bench/train_jax.py "${args[@]}" 2>/dev/null |
+    jax) "${pin[@]}" "$py2" bench/train_jax.py --model "$2" "${args[@]}" 2>/dev/null |
              sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' || true ;;
   esac
 }

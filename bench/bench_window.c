@@ -2,8 +2,9 @@
  * bench_window.c — the CNN's sliding-window and activation passes at the
  * Fashion-MNIST CNN's training shapes (`nabla train --model cnn`, batch N):
  * max pooling 2x2 with and without the argmax, its adjoint max_unpool2d,
- * unfold and fold of conv2's input [N, 32, 14, 14] (3x3, padding 1), and
- * ReLU forward and backward (the derivative rule's ops) on conv1's output.
+ * unfold of conv1's and conv2's inputs, fold of conv2's [N, 32, 14, 14]
+ * (3x3, padding 1), and ReLU forward and backward (the derivative rule's
+ * ops) on conv1's output.
  * Each row is the median (and min) of `reps` calls after 2 warm-up calls,
  * a fresh output per call as in training.  Compare builds by running two
  * binaries back to back (bench/RESULTS.md, section 16).
@@ -62,11 +63,12 @@ int main(int argc, char **argv) {
     nb_set_num_threads(threads);
     nb_manual_seed(1);
     nb_tensor *a1 = nb_randn(NB_SHAPE(N, 32, 28, 28), NB_F32), *a2 = nb_randn(NB_SHAPE(N, 64, 14, 14), NB_F32);
-    nb_tensor *x2 = nb_randn(NB_SHAPE(N, 32, 14, 14), NB_F32), *i1 = NULL, *i2 = NULL;
+    nb_tensor *x1 = nb_randn(NB_SHAPE(N, 1, 28, 28), NB_F32), *x2 = nb_randn(NB_SHAPE(N, 32, 14, 14), NB_F32);
+    nb_tensor *i1 = NULL, *i2 = NULL;
     nb_tensor *p1 = nb_max_pool2d_with_indices(a1, POOL, &i1), *p2 = nb_max_pool2d_with_indices(a2, POOL, &i2);
     nb_tensor *cols = nb_unfold(x2, CONV), *g1 = nb_randn(NB_SHAPE(N, 32, 28, 28), NB_F32);
     nb_tensor *zero = nb_zeros(NULL, 0, NB_F32);
-    if (!cols || !p1 || !p2 || !g1 || !zero) {
+    if (!x1 || !cols || !p1 || !p2 || !g1 || !zero) {
         fprintf(stderr, "bench_window: %s\n", nb_last_message());
         return 1;
     }
@@ -76,6 +78,7 @@ int main(int argc, char **argv) {
         {"max_pool2d 2x2 values, conv1", pool, {a1}},
         {"max_unpool2d (pool1's adjoint)", unpool, {p1, i1}},
         {"max_unpool2d (pool2's adjoint)", unpool, {p2, i2}},
+        {"unfold 3x3 pad 1, [N,1,28,28]", unfold, {x1}},
         {"unfold 3x3 pad 1, [N,32,14,14]", unfold, {x2}},
         {"fold 3x3 pad 1 -> [N,32,14,14]", fold, {cols}},
         {"relu, conv1 [N,32,28,28]", relu, {a1}},
@@ -88,7 +91,7 @@ int main(int argc, char **argv) {
         bench_stat s = bench_run(run_case, &cases[k], 2, reps, 1);
         printf("| %s | %.3f | %.3f |\n", cases[k].name, s.median * 1e3, s.min * 1e3);
     }
-    nb_tensor *all[] = {a1, a2, x2, i1, i2, p1, p2, cols, g1, zero};
+    nb_tensor *all[] = {a1, a2, x1, x2, i1, i2, p1, p2, cols, g1, zero};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) nb_release(all[k]);
     return 0;
 }

@@ -163,8 +163,9 @@ static void unfold_fold_definition_and_adjoint(void **state) {
 
 /* The CPU's shifted fold (stride 1, output as wide as the image: one pass per kernel tap over the whole
  * plane) against REF's tap-by-tap loop, bitwise (both add each tap's value in (p, q) order).  The taps
- * that land in the padding hold NaN: they must be dropped, not added (nor wrapped into the next row). */
-static void fold_shifted_matches_ref(void **state) {
+ * that land in the padding hold NaN: they must be dropped, not added (nor wrapped into the next row).
+ * Then the shifted unfold (one select per tap over the plane) against REF's, byte for byte. */
+static void shifted_fold_unfold_match_ref(void **state) {
     (void)state;
     nb_manual_seed(11);
     /* {kh, kw, pad h, pad w, dil h, dil w}: "same" size, a taller output (pad h 0), dilation, a 1-row kernel */
@@ -191,6 +192,23 @@ static void fold_shifted_matches_ref(void **state) {
         nb_tensor *cpu = NBT(nb_fold(cols, H, W, win));
         nb_tensor *ref = NBT(nb_fold(NBT(nb_to_device(cols, NB_REF)), H, W, win));
         assert_close(cpu, ref, 0, 0);
+        /* the adjoint, unfold, bit for bit: -0, NaN and inf in the image copied, +0 at padding taps */
+        float *xv = test_malloc(sizeof(float) * (size_t)(N * C * H * W));
+        nb_tensor *x = NBT(nb_randn(NB_SHAPE(N, C, H, W), NB_F32));
+        assert_int_equal(nb_copy_to_host(x, xv, sizeof(float) * (size_t)(N * C * H * W)), NB_OK);
+        xv[0] = -0.0f;
+        xv[W - 1] = NAN;
+        xv[H * W + W] = -INFINITY;
+        x = NBT(nb_from_data(xv, NB_SHAPE(N, C, H, W), NB_F32));
+        nb_tensor *ucpu = NBT(nb_unfold(x, win)), *uref = NBT(nb_unfold(NBT(nb_to_device(x, NB_REF)), win));
+        assert_int_equal(nb_numel(ucpu), N * R * L);
+        float *a = test_malloc(sizeof(float) * (size_t)(N * R * L)), *b = test_malloc(sizeof(float) * (size_t)(N * R * L));
+        assert_int_equal(nb_copy_to_host(ucpu, a, sizeof(float) * (size_t)(N * R * L)), NB_OK);
+        assert_int_equal(nb_copy_to_host(NBT(nb_to_device(uref, NB_CPU)), b, sizeof(float) * (size_t)(N * R * L)), NB_OK);
+        assert_memory_equal(a, b, sizeof(float) * (size_t)(N * R * L));
+        test_free(a);
+        test_free(b);
+        test_free(xv);
         nb_scope_end();
     }
 }
@@ -525,7 +543,7 @@ int main(void) {
         cmocka_unit_test(conv2d_matches_definition_and_ref),
         cmocka_unit_test(conv1d_is_conv2d_of_height_one),
         cmocka_unit_test(unfold_fold_definition_and_adjoint),
-        cmocka_unit_test(fold_shifted_matches_ref),
+        cmocka_unit_test(shifted_fold_unfold_match_ref),
         cmocka_unit_test(max_pool_matches_definition),
         cmocka_unit_test(max_pool_ties_nan_and_padding),
         cmocka_unit_test(avg_pool_matches_definition),

@@ -20,7 +20,7 @@ typedef struct win_ctx {
     nb_window2d w;
     int64_t H, W, OH, OW; /* image plane [H, W]; window grid [OH, OW] */
     const int32_t *taps;  /* 2x2 / stride-2 max pooling with indices: each output's first tap in the plane, or NULL */
-    const uint8_t *inside; /* shifted fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
+    const uint8_t *inside; /* shifted unfold / fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
 } win_ctx;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
@@ -40,20 +40,20 @@ static void rows_inside(const win_ctx *c, int64_t p, int64_t *i0, int64_t *i1) {
     *i1 = clamp64(c->H - off, *i0, c->OH);
 }
 
-/* Row (p, q) of one plane's unfold when stride is 1 and OW == W: the image shifted by delta positions, so
- * the valid rows are one block copy; the columns that wrapped around a row edge are zeroed after. */
-static void unfold_shifted(const win_ctx *c, int64_t p, int64_t off, float *restrict r, const float *restrict img) {
-    int64_t W = c->W, i0, i1, j0, j1, delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
+/* Row (p, q) of one plane's unfold when stride is 1 and OW == W: the image shifted by delta positions, in
+ * one pass over the valid rows that selects +0 for the columns that wrapped around a row edge (flag 0 in
+ * `inside`), and zeros before and after them. */
+NB_SIMD_CLONES static void unfold_shifted(const win_ctx *c, int64_t p, int64_t off, const uint8_t *restrict inside,
+                                          float *restrict r, const float *restrict img) {
+    int64_t W = c->W, i0, i1, delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
     rows_inside(c, p, &i0, &i1);
-    inside_range(c, off, &j0, &j1);
     int64_t lo = clamp64(-delta, i0 * W, i1 * W), hi = clamp64(c->H * W - delta, lo, i1 * W);
-    memset(r, 0, sizeof(float) * (size_t)lo);
-    memcpy(r + lo, img + lo + delta, sizeof(float) * (size_t)(hi - lo));
-    memset(r + hi, 0, sizeof(float) * (size_t)(c->OH * W - hi));
-    for (int64_t i = i0; i < i1; i++) {
-        for (int64_t j = 0; j < j0; j++) r[i * W + j] = 0;
-        for (int64_t j = j1; j < W; j++) r[i * W + j] = 0;
+    for (int64_t k = 0; k < lo; k++) r[k] = 0;
+    for (int64_t k = lo; k < hi; k++) {
+        float v = img[k + delta]; /* inside the plane for every k in [lo, hi) */
+        r[k] = inside[k] ? v : 0.0f;
     }
+    for (int64_t k = hi; k < c->OH * W; k++) r[k] = 0;
 }
 
 /* One plane of unfold: cols rows (p, q), each OH*OW taps of img [H, W], zero outside.  Rows of the
@@ -61,13 +61,12 @@ static void unfold_shifted(const win_ctx *c, int64_t p, int64_t off, float *rest
 NB_SIMD_CLONES static void unfold_plane(const win_ctx *c, float *restrict cols, const float *restrict img) {
     const nb_window2d *w = &c->w;
     int64_t L = c->OH * c->OW, OW = c->OW, s = w->stride[1];
-    bool shifted = w->stride[0] == 1 && s == 1 && OW == c->W;
     for (int64_t p = 0; p < w->kernel[0]; p++)
         for (int64_t q = 0; q < w->kernel[1]; q++) {
             float *restrict row = cols + (p * w->kernel[1] + q) * L;
             int64_t off = q * w->dilation[1] - w->padding[1], j0, j1;
-            if (shifted) {
-                unfold_shifted(c, p, off, row, img);
+            if (c->inside) {
+                unfold_shifted(c, p, off, c->inside + q * L, row, img);
                 continue;
             }
             inside_range(c, off, &j0, &j1);
@@ -294,9 +293,9 @@ static int32_t *pool_taps_fill(const win_ctx *c, int32_t *t) {
     return t;
 }
 
-/* fold_shifted's flags: for kernel column q, OH*W flags, 1 where output column k % W has its tap inside
- * the image row (inside_range). */
-static uint8_t *fold_inside_fill(const win_ctx *c, uint8_t *f) {
+/* unfold_shifted's and fold_shifted's flags: for kernel column q, OH*W flags, 1 where output column k % W
+ * has its tap inside the image row (inside_range). */
+static uint8_t *shifted_inside_fill(const win_ctx *c, uint8_t *f) {
     int64_t L = c->OH * c->OW;
     for (int64_t q = 0; q < c->w.kernel[1]; q++) {
         int64_t j0, j1;
@@ -333,12 +332,13 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
         if (!(taps = nb__buf_alloc(taps_size))) return NB_ERR_OOM;
         c.taps = pool_taps_fill(&c, taps);
     }
-    if (op == NB_OP_FOLD && w->stride[0] == 1 && w->stride[1] == 1 && c.OW == c.W && inside_size <= TAPS_MAX) {
+    if ((op == NB_OP_UNFOLD || op == NB_OP_FOLD) && w->stride[0] == 1 && w->stride[1] == 1 && c.OW == c.W &&
+        inside_size <= TAPS_MAX) {
         if (!(inside = nb__buf_alloc(inside_size))) {
             if (taps) nb__buf_free(taps, taps_size);
             return NB_ERR_OOM;
         }
-        c.inside = fold_inside_fill(&c, inside);
+        c.inside = shifted_inside_fill(&c, inside);
     }
     nb__parallel_for(planes, work >= 16384 ? 1 : 16384 / (work ? work : 1), window_planes, &c);
     if (taps) nb__buf_free(taps, taps_size);
