@@ -725,9 +725,24 @@ nb_tensor *nb_cumprod(nb_tensor *x, int axis);
  */
 nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b);
 /**
+ * c + a @ b (torch.addmm with beta = alpha = 1; numpy-style batches as nb_matmul): a [..., m, k],
+ * b [..., k, n] of rank >= 2, c broadcastable to the product's shape [..., m, n] (a bias [n],
+ * a column [m, 1], a full [..., m, n]), all three of one float dtype.  Rounding: the product is
+ * rounded to the dtype first and c added once, so the result equals nb_add(nb_matmul(a, b), c)
+ * bit for bit (torch's BLAS path accumulates into c instead and may differ in the last bit);
+ * the CPU backend adds c as each tile of the product is stored, saving the addition's pass over
+ * memory.  Returns a new tensor of the product's shape.  Gradients: g bᵀ, aᵀ g, and g summed
+ * to c's shape.
+ * Errors: NB_ERR_NULL; NB_ERR_SHAPE (a or b of rank < 2, inner dims differ, batch dims or c do
+ * not broadcast to the product's shape — the message shows all three shapes); NB_ERR_DTYPE
+ * (dtypes differ, or not float).
+ */
+nb_tensor *nb_addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b);
+/**
  * y = x @ w^T + bias; x [..., in], w [out, in], bias [out] or NULL (torch.nn.functional.linear).
  * Errors: NB_ERR_NULL; NB_ERR_SHAPE (w not 2-D, or x's last axis not w's in — the message names
- * linear and shows x and w as given); those of nb_matmul and nb_add otherwise.
+ * linear and shows x and w as given); those of nb_matmul and nb_addmm otherwise.  With a bias,
+ * computed as nb_addmm(bias, x, wᵀ).
  */
 nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
 /**

@@ -174,6 +174,7 @@ static nb_tensor *f_einsum_dot(nb_tensor *const *x) { return nb_einsum("i,i->", 
 static nb_tensor *f_einsum_diag(nb_tensor *const *x) { return nb_einsum("ii->i", x, 1); }
 static nb_tensor *f_einsum_3(nb_tensor *const *x) { return nb_einsum("...i,ij,j->...", x, 3); }
 static nb_tensor *f_einsum_implicit(nb_tensor *const *x) { return nb_einsum("ji,jk", x, 2); }
+GC(f_addmm, nb_addmm(x[2], x[0], x[1]))
 GC(f_linear, nb_linear(x[0], x[1], x[2]))
 GC(f_linear_nobias, nb_linear(x[0], x[1], NULL))
 
@@ -419,6 +420,9 @@ const gc_case CASES[] = {
     {"matmul", "[3,4]@[4]", f_matmul, 2, {M34, IN(1, D_ANY, 4)}, false, 0},
     {"matmul", "[4]@[4]", f_matmul, 2, {IN(1, D_ANY, 4), IN(1, D_ANY, 4)}, true, 0},
     {"matmul", "[2,1,3,4]@[3,4,2]", f_matmul, 2, {IN(4, D_ANY, 2, 1, 3, 4), IN(3, D_ANY, 3, 4, 2)}, true, 0},
+    {"addmm", "[3,4]@[4,5] + [5]", f_addmm, 3, {M34, IN(2, D_ANY, 4, 5), IN(1, D_ANY, 5)}, true, 0},
+    {"addmm", "[2,3,4]@[4,5] + [3,1]", f_addmm, 3, {M234, IN(2, D_ANY, 4, 5), IN(2, D_ANY, 3, 1)}, true, 0},
+    {"addmm", "[3,4]@[2,4,5] + [2,3,5]", f_addmm, 3, {M34, IN(3, D_ANY, 2, 4, 5), IN(3, D_ANY, 2, 3, 5)}, false, 0},
     {"linear", "bias", f_linear, 3, {M234, IN(2, D_ANY, 5, 4), IN(1, D_ANY, 5)}, true, 0},
     {"linear", "no bias", f_linear_nobias, 2, {IN(1, D_ANY, 4), IN(2, D_ANY, 5, 4)}, false, 0},
     {"einsum", "ij,jk->ik", f_einsum_mm, 2, {M34, IN(2, D_ANY, 4, 2)}, true, 0},

@@ -459,6 +459,20 @@ static void linear_algebra(void **state) {
     FAILS(NB_ERR_DTYPE, "matmul", nb_matmul(a, NBT(nb_zeros(NB_SHAPE(3, 2), NB_F64))));
     FAILS(NB_ERR_DTYPE, "matmul", nb_matmul(i64s(NB_SHAPE(2, 3)), i64s(NB_SHAPE(3, 2))));
     FAILS(NB_ERR_DEVICE, "matmul", nb_matmul(a, NBT(nb_to_device(f32(NB_SHAPE(3, 2)), NB_REF))));
+    nb_tensor *a32 = f32(NB_SHAPE(3, 2));
+    FAILS(NB_ERR_NULL, "addmm", nb_addmm(NULL, a, a32));
+    FAILS(NB_ERR_NULL, "addmm", nb_addmm(a, NULL, a32));
+    FAILS(NB_ERR_SHAPE, "addmm", nb_addmm(f32(NB_SHAPE(2)), f32(NB_SHAPE(3)), a32)); /* rank 1: no promotion */
+    FAILS(NB_ERR_SHAPE, "addmm", nb_addmm(f32(NB_SHAPE(2)), a, b));                  /* inner dims */
+    FAILS(NB_ERR_DTYPE, "addmm", nb_addmm(NBT(nb_zeros(NB_SHAPE(2), NB_F64)), a, a32));
+    FAILS(NB_ERR_DEVICE, "addmm", nb_addmm(NBT(nb_to_device(f32(NB_SHAPE(2)), NB_REF)), a, a32));
+    /* c [3] against the product [2, 2]: all three shapes named */
+    nb_clear_error();
+    assert_null(nb_addmm(f32(NB_SHAPE(3)), a, a32));
+    assert_int_equal(nb_last_status(), NB_ERR_SHAPE);
+    assert_string_equal(nb_last_message(),
+                        "addmm: c [3] does not broadcast to the product's shape [2, 2] (a [2, 3] @ b [3, 2])");
+    FAILS(NB_ERR_SHAPE, "addmm", nb_addmm(f32(NB_SHAPE(2, 2, 2, 2)), a, a32)); /* c of a higher rank */
     FAILS(NB_ERR_NULL, "linear", nb_linear(NULL, a, NULL));
     FAILS(NB_ERR_NULL, "linear", nb_linear(a, NULL, NULL));
     FAILS(NB_ERR_SHAPE, "linear", nb_linear(a, f32(NB_SHAPE(3)), NULL));

@@ -222,6 +222,7 @@ static void run_masked_fill(gctx *g, const entry *e) {
     out(g, nb_masked_fill(in(g, "x"), in(g, "mask"), param(g, "value")));
 }
 
+static void run_addmm(gctx *g, const entry *e) { out(g, nb_addmm(in(g, "c"), in(g, "a"), in(g, "b"))); }
 static void run_linear(gctx *g, const entry *e) { out(g, nb_linear(in(g, "x"), in(g, "w"), in_opt(g, "bias"))); }
 static void run_einsum(gctx *g, const entry *e) {
     int64_t chars[64];
@@ -473,7 +474,7 @@ static const entry TABLE[] = {
     E("var", run_moment, .moment = nb_var) E("std", run_moment, .moment = nb_std)
     E("norm", run_norm) E("cumsum", run_along, .along = nb_cumsum) E("cumprod", run_along, .along = nb_cumprod)
     /* O5 */
-    E("matmul", run_binary, .binary = nb_matmul) E("linear", run_linear) E("einsum", run_einsum)
+    E("matmul", run_binary, .binary = nb_matmul) E("addmm", run_addmm) E("linear", run_linear) E("einsum", run_einsum)
     /* O6 */
     E("softmax", run_along, .along = nb_softmax) E("log_softmax", run_along, .along = nb_log_softmax)
     E("layer_norm", run_layer_norm) E("rms_norm", run_rms_norm) E("cross_entropy", run_cross_entropy)

@@ -720,6 +720,60 @@ static void check_matmul(nb_op op) {
     }
 }
 
+/* c + a @ b: on the CPU bit for bit add(matmul(a, b), c), the contract (the addend goes in at the
+ * GEMM's tile stores); against REF (which has no matmul_add: its matmul, then its add) within
+ * matmul's bound plus one rounding of the sum. */
+static void addmm_case(nb_dtype dt, int na, const int64_t *as, int la, int nbb, const int64_t *bs, int lb, int nc,
+                       const int64_t *cs, int lc) {
+    nb_scope_begin();
+    describe("addmm", dt, la, as, na, LAYOUT_NAME[usable_layout(lc, nc)]);
+    pair a = make_pair(as, na, dt, la, D_ANY), b = make_pair(bs, nbb, dt, lb, D_ANY), c = make_pair(cs, nc, dt, lc, D_ANY);
+    nb_tensor *yc = NBT(nb_addmm(c.cpu, a.cpu, b.cpu)), *yr = NBT(nb_addmm(c.ref, a.ref, b.ref));
+    nb_tensor *two = NBT(nb_add(NBT(nb_matmul(a.cpu, b.cpu)), c.cpu));
+    int64_t n = nb_numel(yc);
+    assert_int_equal(nb_numel(two), n);
+    size_t bytes = (size_t)n * nb_dtype_size(dt);
+    void *u8 = test_malloc(bytes + 1), *v8 = test_malloc(bytes + 1);
+    assert_int_equal(nb_copy_to_host(yc, u8, bytes), NB_OK);
+    assert_int_equal(nb_copy_to_host(two, v8, bytes), NB_OK);
+    if (memcmp(u8, v8, bytes)) fail_msg("%s: addmm differs from add(matmul) in some bits", what);
+    test_free(u8);
+    test_free(v8);
+    int64_t k = as[na - 1];
+    nb_tensor *mag = NBT(nb_matmul(nb_abs(nb_cast(a.ref, NB_F64)), nb_abs(nb_cast(b.ref, NB_F64))));
+    double u = dt == NB_F64 ? 0x1p-53 : 0x1p-24;
+    nb_tensor *bound = NBT(nb_add(NBT(nb_mul(mag, (double)(k + 2) * u)), NBT(nb_mul(nb_abs(nb_cast(c.ref, NB_F64)), 2 * u))));
+    expect_match(yc, yr, rtol_of(dt), atol_of(dt), bound);
+    nb_scope_end();
+}
+
+/* The addend as a bias row, a column, a full operand in every layout; the blocked GEMM (k over
+ * one block: the addend after the last), a thin product (computed transposed), k = 0, batches
+ * split over threads, and f16 / bf16 (added after the rounding product). */
+static void check_addmm(nb_op op) {
+    (void)op;
+    for (int k = 0; k < 2; k++) {
+        nb_dtype dt = k ? NB_F64 : NB_F32;
+        for (int l = 0; l < L_COUNT; l++)
+            addmm_case(dt, 2, (int64_t[]){5, 7}, l, 2, (int64_t[]){7, 3}, (l + 1) % L_COUNT, 2, (int64_t[]){5, 3}, l);
+        addmm_case(dt, 2, (int64_t[]){5, 7}, L_CONTIG, 2, (int64_t[]){7, 3}, L_CONTIG, 1, (int64_t[]){3}, L_FLIP);
+        addmm_case(dt, 2, (int64_t[]){5, 7}, L_TRANS, 2, (int64_t[]){7, 3}, L_CONTIG, 2, (int64_t[]){5, 1}, L_CONTIG);
+        addmm_case(dt, 4, (int64_t[]){2, 1, 3, 4}, L_CONTIG, 3, (int64_t[]){5, 4, 6}, L_TRANS, 3, (int64_t[]){5, 3, 1}, L_STEP);
+        addmm_case(dt, 2, (int64_t[]){3, 0}, L_CONTIG, 2, (int64_t[]){0, 4}, L_CONTIG, 1, (int64_t[]){4}, L_CONTIG);
+        addmm_case(dt, 2, (int64_t[]){64, 1100}, L_CONTIG, 2, (int64_t[]){1100, 96}, L_STEP, 1, (int64_t[]){96}, L_CONTIG);
+        addmm_case(dt, 2, (int64_t[]){33, 300}, L_TRANS, 2, (int64_t[]){300, 530}, L_STEP, 2, (int64_t[]){33, 1}, L_CONTIG);
+        addmm_case(dt, 2, (int64_t[]){200, 600}, L_CONTIG, 2, (int64_t[]){600, 9}, L_TRANS, 1, (int64_t[]){9}, L_CONTIG);
+        addmm_case(dt, 2, (int64_t[]){200, 40}, L_CONTIG, 2, (int64_t[]){40, 5}, L_CONTIG, 2, (int64_t[]){200, 5}, L_TRANS);
+        addmm_case(dt, 3, (int64_t[]){12, 5, 6}, L_OFFSET, 3, (int64_t[]){12, 6, 7}, L_TRANS, 3, (int64_t[]){12, 5, 7}, L_FLIP);
+        addmm_case(dt, 3, (int64_t[]){8, 32, 9}, L_CONTIG, 3, (int64_t[]){8, 9, 784}, L_CONTIG, 2, (int64_t[]){32, 1}, L_CONTIG);
+    }
+    for (int k = 0; k < 2; k++) {
+        nb_dtype dt = k ? NB_BF16 : NB_F16;
+        addmm_case(dt, 2, (int64_t[]){5, 7}, L_TRANS, 2, (int64_t[]){7, 3}, L_FLIP, 1, (int64_t[]){3}, L_CONTIG);
+        addmm_case(dt, 4, (int64_t[]){2, 1, 3, 4}, L_CONTIG, 3, (int64_t[]){5, 4, 6}, L_STEP, 2, (int64_t[]){3, 1}, L_CONTIG);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* GATHER, SCATTER_ADD, CAT, PAD                                            */
 /* ------------------------------------------------------------------------ */
@@ -1183,7 +1237,7 @@ static const ocase OTHER[] = {
     {NB_OP_WHERE, check_where},        {NB_OP_SUM, check_reduce},         {NB_OP_PROD, check_reduce},
     {NB_OP_MAX, check_reduce},         {NB_OP_MIN, check_reduce},         {NB_OP_ARGMAX, check_argreduce},
     {NB_OP_ARGMIN, check_argreduce},   {NB_OP_CUMSUM, check_scan},        {NB_OP_CUMPROD, check_scan},
-    {NB_OP_MATMUL, check_matmul},      {NB_OP_GATHER, check_gather},      {NB_OP_SCATTER_ADD, check_scatter_add},
+    {NB_OP_MATMUL, check_matmul},      {NB_OP_ADDMM, check_addmm},        {NB_OP_GATHER, check_gather},      {NB_OP_SCATTER_ADD, check_scatter_add},
     {NB_OP_CAT, check_cat},            {NB_OP_PAD, check_pad},            {NB_OP_CAST, check_cast},
     {NB_OP_CONTIGUOUS, check_contiguous}, {NB_OP_TO_DEVICE, check_to_device}, {NB_OP_UNFOLD, check_window},
     {NB_OP_FOLD, check_window},        {NB_OP_MAX_POOL2D, check_window},  {NB_OP_MAX_UNPOOL2D, check_window},

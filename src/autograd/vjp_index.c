@@ -1,4 +1,4 @@
-/* vjp_index.c — derivative rules of matmul and of the indexing primitives (gather, scatter_add, cat, pad). */
+/* vjp_index.c — derivative rules of matmul, addmm and the indexing primitives (gather, scatter_add, cat, pad). */
 #include "vjp.h"
 #include "../graph/graph.h"
 
@@ -34,6 +34,13 @@ RULE(matmul) {
     if (nb_requires_grad(a)) gin[0] = mm_grad(g, nb_transpose(b, -1, -2), transposed_view(a));
     if (nb_requires_grad(b)) gin[1] = mm_grad(nb_transpose(a, -1, -2), g, transposed_view(b));
     return NB_OK;
+}
+
+/* c + a@b: matmul's for a and b; c gets g, summed to c's shape by the gradient's conformance. */
+RULE(addmm) {
+    nb_status st = nb__vjp_matmul(n, g, gin);
+    if (st == NB_OK && nb_requires_grad(n->in[2])) gin[2] = nb__own(nb_retain(g));
+    return st;
 }
 
 RULE(gather) {

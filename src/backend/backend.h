@@ -38,6 +38,10 @@ struct nb_backend {
     /** out[..., m, n] = a[..., m, k] @ b[..., k, n]; equal batch shapes (stride 0 allowed);
      *  all of one float dtype; out contiguous. */
     nb_status (*matmul)(nb_tensor *out, const nb_tensor *a, const nb_tensor *b);
+    /** out = a @ b + c, operands as matmul's and c shaped like out (any strides, 0 included):
+     *  the product rounded to out's dtype, then c added once — bit for bit matmul and then
+     *  binary ADD, which the front end runs instead where this is NULL. */
+    nb_status (*matmul_add)(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *c);
     /** out[i..] = x[i.. with axis replaced by index[i..]]; index (i64) shaped like out;
      *  indices already validated in range. */
     nb_status (*gather)(nb_tensor *out, const nb_tensor *x, int axis, const nb_tensor *index);

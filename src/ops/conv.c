@@ -413,10 +413,10 @@ static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const
                      o->padding[1] == 0;
     nb_tensor *cols = pointwise ? nb_reshape(x, NB_SHAPE(xs[0], xs[1], xs[2] * xs[3])) : nb_unfold(x, win);
     cols = nb_reshape(cols, NB_SHAPE(xs[0], g, kdim, out[0] * out[1]));
-    nb_tensor *y = nb_matmul(nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim)), cols); /* [N, g, O/g, L] */
-    y = nb_reshape(y, NB_SHAPE(xs[0], ws[0], out[0], out[1]));
-    if (b) y = nb_add(y, nb_reshape(b, NB_SHAPE(ws[0], 1, 1)));
-    return y;
+    nb_tensor *wg = nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim));
+    /* [N, g, O/g, L]; the bias, one per output row, added as the product's tiles are stored */
+    nb_tensor *y = b ? nb_addmm(nb_reshape(b, NB_SHAPE(g, ws[0] / g, 1)), wg, cols) : nb_matmul(wg, cols);
+    return nb_reshape(y, NB_SHAPE(xs[0], ws[0], out[0], out[1]));
 }
 
 nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts) {

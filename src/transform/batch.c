@@ -46,15 +46,15 @@ static int64_t batch_size(const nb_gnode *nd, nb_tensor *const *in, const int *b
     NB_ASSERT(0); /* called only with a batched input */
 }
 
-/* Elementwise with broadcasting (BINARY, WHERE): batched operands in front, raised to the
- * largest per-example rank so that the batch axis lines up. */
-static nb_status elementwise(const nb_gnode *nd, nb_tensor *const *in, const int *bin, nb_tensor **x) {
+/* Elementwise with broadcasting (BINARY, WHERE; n operands): batched operands in front, raised
+ * to the largest per-example rank so that the batch axis lines up. */
+static nb_status elementwise(int n, nb_tensor *const *in, const int *bin, nb_tensor **x) {
     int rmax = 0;
-    for (int k = 0; k < nd->n_in; k++) {
+    for (int k = 0; k < n; k++) {
         int r = in[k]->ndim - (bin[k] >= 0);
         if (r > rmax) rmax = r;
     }
-    for (int k = 0; k < nd->n_in; k++) {
+    for (int k = 0; k < n; k++) {
         x[k] = in[k];
         if (bin[k] >= 0 && !(x[k] = lift(front(in[k], bin[k]), rmax - (in[k]->ndim - 1)))) return nb_last_status();
     }
@@ -179,7 +179,7 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         return nb__replay_apply(nd, x, out);
     case NB_KIND_BINARY:
     case NB_KIND_WHERE:
-        return (st = elementwise(nd, in, bin, x)) == NB_OK ? nb__replay_apply(nd, x, out) : st;
+        return (st = elementwise(nd->n_in, in, bin, x)) == NB_OK ? nb__replay_apply(nd, x, out) : st;
     case NB_KIND_REDUCE:
     case NB_KIND_ARGREDUCE:
     case NB_KIND_SCAN:
@@ -188,8 +188,13 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         if (!(x[0] = front(in[0], bin[0]))) return nb_last_status();
         if (nb__ops[nd->op].kind == NB_KIND_SIZE) bout[0] = -1; /* a per-example count */
         return apply_with(nd, &a, x, out);
-    case NB_KIND_MATMUL:
-        return (out[0] = batched_matmul(in[0], bin[0], in[1], bin[1])) ? NB_OK : nb_last_status();
+    case NB_KIND_MATMUL: { /* addmm: the batched product, then its addend added as an elementwise operand */
+        nb_tensor *y = batched_matmul(in[0], bin[0], in[1], bin[1]), *yc[2];
+        int by[2] = {bin[0] >= 0 || bin[1] >= 0 ? 0 : -1, bin[2]};
+        if (y && nd->op == NB_OP_ADDMM)
+            y = elementwise(2, (nb_tensor *[]){y, in[2]}, by, yc) == NB_OK ? nb_add(yc[0], yc[1]) : NULL;
+        return (out[0] = y) ? NB_OK : nb_last_status();
+    }
     case NB_KIND_LINALG: { /* matrices batched over their leading dims, which broadcast as elementwise
                               * operands do: batched operands in front, raised to the same batch rank */
         int r = 0;

@@ -1009,6 +1009,21 @@ def gen_conv(g):
     g.case("max_unpool2d/f64_bigger", unpool, {"x": pooled, "indices": idx}, {"out_h": 5, "out_w": 7})
 
 
+def gen_addmm(g):
+    """addmm: torch.addmm (beta = alpha = 1) on matrices; batched, c + torch.matmul(a, b) (nabla's rounding:
+    the product first, then c)."""
+    g.begin("o5_addmm")
+    g.seed("addmm/f64")
+    g.case("addmm/f64_bias", torch.addmm, {"c": g.randn(5), "a": g.randn(3, 4), "b": g.randn(4, 5)})
+    g.case("addmm/f64_column", torch.addmm, {"c": g.randn(3, 1), "a": g.randn(3, 4), "b": g.randn(4, 5)})
+    g.case("addmm/f64_full", torch.addmm, {"c": g.randn(3, 5), "a": g.randn(3, 4), "b": g.randn(4, 5)})
+    g.case("addmm/f64_batched", lambda c, a, b: c + torch.matmul(a, b),
+           {"c": g.randn(2, 3, 1), "a": g.randn(2, 3, 4), "b": g.randn(4, 6)})
+    g.seed("addmm/f32")
+    g.case("addmm/f32_thin", torch.addmm, {"c": g.randn(9, dtype=F32), "a": g.randn(40, 33, dtype=F32),
+                                           "b": g.randn(33, 9, dtype=F32)}, grad=False, atol=SUM_ATOL)
+
+
 # ---------------------------------------------------------------------------
 # O11 small batched linear algebra
 
@@ -1322,8 +1337,8 @@ def main():
     warnings.filterwarnings("ignore", message="Using a target size")  # mse_loss/f64_bcast broadcasts on purpose
     warnings.filterwarnings("ignore", message=".*degrees of freedom is <= 0")  # var/std NaN cases on purpose
     g = Golden()
-    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_nn, gen_index, gen_conv, gen_layout,
-                gen_small_linalg, gen_attention, gen_lowp, gen_lowp_codec):
+    for gen in (gen_unary, gen_binary, gen_scalar, gen_reduce, gen_linalg, gen_addmm, gen_nn, gen_index, gen_conv,
+                gen_layout, gen_small_linalg, gen_attention, gen_lowp, gen_lowp_codec):
         if not args.only or gen.__name__ in args.only:
             gen(g)
     g.write(args.out)

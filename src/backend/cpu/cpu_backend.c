@@ -513,7 +513,7 @@ static nb_status cpu_scan(nb_op op, nb_tensor *out, const nb_tensor *x, int axis
  * and rounded once on the way back. */
 
 typedef struct mm_ctx {
-    const nb_tensor *t[3]; /* out, a, b */
+    const nb_tensor *t[4]; /* out, a, b, and the addend (NULL for none) */
     int nb;
     int64_t bshape[NB_MAX_DIMS];
     char *ws;
@@ -521,35 +521,43 @@ typedef struct mm_ctx {
     int threads; /* inside each GEMM */
 } mm_ctx;
 
-/* Element offsets of batch item bi in out, a, b. */
-static void mm_offsets(const mm_ctx *c, int64_t bi, int64_t off[3]) {
+/* Element offsets of batch item bi in out, a, b (and the addend). */
+static void mm_offsets(const mm_ctx *c, int64_t bi, int64_t off[4]) {
     int64_t idx[NB_MAX_DIMS];
     unravel(bi, c->nb, c->bshape, idx);
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 4 && c->t[t]; t++) {
         off[t] = c->t[t]->offset;
         for (int d = 0; d < c->nb; d++) off[t] += idx[d] * c->t[t]->stride[d];
     }
 }
 
-/* The product of the last two axes of a and b into out's, at element offsets off. */
-static nb_gemm mm_gemm(const nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const int64_t off[3]) {
+/* The product of the last two axes of a and b into out's, at element offsets off, plus those of
+ * the addend ad (NULL: none, off[3] unused). */
+static nb_gemm mm_gemm(const nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad,
+                       const int64_t off[4]) {
     int no = out->ndim, na = a->ndim, nbd = b->ndim;
     int64_t es = (int64_t)nb_dtype_size(out->dtype);
-    return (nb_gemm){.dt = out->dtype, .m = out->shape[no - 2], .n = out->shape[no - 1],
-                     .k = a->shape[na - 1],
-                     .a = (const char *)a->storage->data + off[1] * es,
-                     .ars = a->stride[na - 2], .acs = a->stride[na - 1],
-                     .b = (const char *)b->storage->data + off[2] * es,
-                     .brs = b->stride[nbd - 2], .bcs = b->stride[nbd - 1],
-                     .c = (char *)out->storage->data + off[0] * es, .ldc = out->stride[no - 2]};
+    nb_gemm g = {.dt = out->dtype, .m = out->shape[no - 2], .n = out->shape[no - 1],
+                 .k = a->shape[na - 1],
+                 .a = (const char *)a->storage->data + off[1] * es,
+                 .ars = a->stride[na - 2], .acs = a->stride[na - 1],
+                 .b = (const char *)b->storage->data + off[2] * es,
+                 .brs = b->stride[nbd - 2], .bcs = b->stride[nbd - 1],
+                 .c = (char *)out->storage->data + off[0] * es, .ldc = out->stride[no - 2]};
+    if (ad) {
+        g.add = (const char *)ad->storage->data + off[3] * es;
+        g.adrs = ad->stride[no - 2];
+        g.adcs = ad->stride[no - 1];
+    }
+    return g;
 }
 
 static void mm_range(void *p, int64_t lo, int64_t hi, int tid) {
     const mm_ctx *c = p;
     for (int64_t bi = lo; bi < hi; bi++) {
-        int64_t off[3];
+        int64_t off[4];
         mm_offsets(c, bi, off);
-        nb_gemm g = mm_gemm(c->t[0], c->t[1], c->t[2], off);
+        nb_gemm g = mm_gemm(c->t[0], c->t[1], c->t[2], c->t[3], off);
         nb__gemm(&g, c->ws + (size_t)tid * c->ws_size, c->threads);
     }
 }
@@ -570,14 +578,14 @@ static nb_status mm_lowp(const mm_ctx *c, int64_t batch) {
         if (!tmp[t]) st = NB_ERR_OOM;
     }
     for (int64_t bi = 0; bi < batch && st == NB_OK; bi++) {
-        int64_t off[3];
+        int64_t off[4];
         mm_offsets(c, bi, off);
         for (int t = 0; t < 3 && st == NB_OK; t++)
             if (!(view[t] = mm_view(c->t[t], off[t]))) st = NB_ERR_OOM;
         if (st == NB_OK) {
             cpu_copy(tmp[1], view[1]);
             cpu_copy(tmp[2], view[2]);
-            nb_gemm g = mm_gemm(tmp[0], tmp[1], tmp[2], (const int64_t[3]){0, 0, 0});
+            nb_gemm g = mm_gemm(tmp[0], tmp[1], tmp[2], NULL, (const int64_t[4]){0, 0, 0, 0});
             nb__gemm(&g, c->ws, c->threads);
             cpu_copy(view[0], tmp[0]);
         }
@@ -590,9 +598,10 @@ static nb_status mm_lowp(const mm_ctx *c, int64_t batch) {
     return st;
 }
 
-static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
+/* out = a @ b (+ ad, an addend shaped like out, or NULL). */
+static nb_status mm_run(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad) {
     int nd = out->ndim, threads = nb_get_num_threads();
-    mm_ctx c = {.t = {out, a, b}, .nb = nd - 2};
+    mm_ctx c = {.t = {out, a, b, ad}, .nb = nd - 2};
     int64_t batch = 1;
     for (int d = 0; d < nd - 2; d++) {
         c.bshape[d] = out->shape[d];
@@ -616,6 +625,16 @@ static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor 
         mm_range(&c, 0, batch, 0);
     nb__buf_free(c.ws, c.ws_size * (size_t)threads + 1);
     return st;
+}
+
+static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor *b) { return mm_run(out, a, b, NULL); }
+
+/* f32 / f64: the addend in the GEMM's epilogue; f16 / bf16 (multiplied in f32 and rounded on the
+ * way back) get it from the elementwise add afterwards. */
+static nb_status cpu_matmul_add(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad) {
+    if (slot(out->dtype) >= 0) return mm_run(out, a, b, ad);
+    nb_status st = mm_run(out, a, b, NULL);
+    return st == NB_OK ? cpu_binary(NB_OP_ADD, out, out, ad) : st;
 }
 
 /* ---- gather / scatter_add ---- */
@@ -748,6 +767,7 @@ const nb_backend nb__cpu_backend = {
     .reduce = cpu_reduce,
     .scan = cpu_scan,
     .matmul = cpu_matmul,
+    .matmul_add = cpu_matmul_add,
     .gather = cpu_gather,
     .scatter_add = cpu_scatter_add,
     .window = nb__cpu_window,

@@ -20,6 +20,9 @@
  * layer) is computed as C^T = B^T A^T, its tiles written back transposed, so
  * the wide side fills the nr-wide tiles instead of padding them.  Each
  * element is still fma(a, b, acc) in k order: the same bits either way.
+ *
+ * An addend (nb_gemm.add: a bias, the c of addmm) is added to each tile
+ * right after its last k block is stored, while the tile is in L1.
  */
 #include "gemm.h"
 #include "kernels.h"
@@ -66,6 +69,8 @@ static gemm_plan plan_of(const nb_gemm *g) {
     t.bcs = g->ars;
     t.ca = g->cb;
     t.cb = g->ca;
+    t.adrs = g->adcs;
+    t.adcs = g->adrs;
     return (gemm_plan){t, 1, g->ldc};
 }
 
@@ -108,6 +113,34 @@ static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *a
     }
 }
 
+/* The epilogue: C(i, j) += add(i, j) over rows x cols of C at c (strides crs, ccs) and of the addend
+ * at a (strides ars, acs), in the dtype's own addition (as the elementwise add kernel). */
+#define GEMM_ADD_TILE(NAME, T)                                                                      \
+    static void NAME(char *c_, int64_t crs, int64_t ccs, const char *a_, int64_t ars, int64_t acs,   \
+                     int64_t rows, int64_t cols) {                                                  \
+        for (int64_t i = 0; i < rows; i++) {                                                        \
+            T *restrict c = (T *)c_ + i * crs;                                                      \
+            const T *restrict a = (const T *)a_ + i * ars;                                          \
+            if (ccs == 1 && acs == 0)                                                               \
+                for (int64_t j = 0; j < cols; j++) c[j] += a[0];                                    \
+            else if (ccs == 1 && acs == 1)                                                          \
+                for (int64_t j = 0; j < cols; j++) c[j] += a[j];                                    \
+            else                                                                                    \
+                for (int64_t j = 0; j < cols; j++) c[j * ccs] += a[j * acs];                        \
+        }                                                                                           \
+    }
+GEMM_ADD_TILE(add_tile_f32, float)
+GEMM_ADD_TILE(add_tile_f64, double)
+#undef GEMM_ADD_TILE
+
+/* The epilogue of C's tile at row i, column j of the product (c: its first element). */
+static void add_tile(const nb_gemm *g, int64_t i, int64_t j, char *c, int64_t crs, int64_t ccs, int64_t rows,
+                     int64_t cols) {
+    const char *a = (const char *)g->add + (i * g->adrs + j * g->adcs) * (int64_t)nb_dtype_size(g->dt);
+    if (g->dt == NB_F32) add_tile_f32(c, crs, ccs, a, g->adrs, g->adcs, rows, cols);
+    else add_tile_f64(c, crs, ccs, a, g->adrs, g->adcs, rows, cols);
+}
+
 /* C[i0:i1, j0:j1] on the calling thread, packing into ws.  When B's rows are
  * contiguous and the block has at most DIRECT_M rows, the tiles read whole
  * nr-column panels of B in place: too few A panels would reuse a packed copy
@@ -128,6 +161,7 @@ static void gemm_block(const gemm_plan *pl, int64_t i0, int64_t i1, int64_t j0, 
                 nb__gemm_pack_codes(g->cb, (float *)bpack, jc, nc, pc, kc, kk->nr);
             else if (nd < nc)
                 kk->pack_b(bpack + nd * kc * es, bsrc + nd * g->bcs * es, g->bcs, g->brs, nc - nd, kc);
+            bool epilogue = g->add && pc + kc == g->k;
             for (int64_t ic = i0; ic < i1; ic += MC[s]) {
                 int64_t mc = min64(MC[s], i1 - ic);
                 if (g->ca)
@@ -135,11 +169,13 @@ static void gemm_block(const gemm_plan *pl, int64_t i0, int64_t i1, int64_t j0, 
                 else
                     kk->pack_a(apack, (const char *)g->a + (ic * g->ars + pc * g->acs) * es, g->ars, g->acs, mc, kc);
                 for (int64_t ir = 0; ir < mc; ir += kk->mr)
-                    for (int64_t jr = 0; jr < nc; jr += kk->nr)
-                        tile_at(kk, (size_t)es, kc, apack + ir * kc * es,
-                                jr < nd ? bsrc + jr * es : bpack + jr * kc * es, jr < nd ? g->brs : kk->nr,
-                                (char *)g->c + ((ic + ir) * pl->crs + (jc + jr) * pl->ccs) * es, pl->crs,
-                                pl->ccs, min64(kk->mr, mc - ir), min64(kk->nr, nc - jr), pc > 0);
+                    for (int64_t jr = 0; jr < nc; jr += kk->nr) {
+                        char *ct = (char *)g->c + ((ic + ir) * pl->crs + (jc + jr) * pl->ccs) * es;
+                        int64_t rows = min64(kk->mr, mc - ir), cols = min64(kk->nr, nc - jr);
+                        tile_at(kk, (size_t)es, kc, apack + ir * kc * es, jr < nd ? bsrc + jr * es : bpack + jr * kc * es,
+                                jr < nd ? g->brs : kk->nr, ct, pl->crs, pl->ccs, rows, cols, pc > 0);
+                        if (epilogue) add_tile(g, ic + ir, jc + jr, ct, pl->crs, pl->ccs, rows, cols);
+                    }
             }
         }
     }
@@ -191,8 +227,9 @@ static void choose_grid(part_ctx *c, int threads) {
 void nb__gemm(const nb_gemm *g0, void *ws, int threads) {
     size_t es = nb_dtype_size(g0->dt);
     if (g0->m == 0 || g0->n == 0) return;
-    if (g0->k == 0) {
+    if (g0->k == 0) { /* zeros, plus the addend */
         for (int64_t i = 0; i < g0->m; i++) memset((char *)g0->c + i * g0->ldc * (int64_t)es, 0, (size_t)g0->n * es);
+        if (g0->add) add_tile(g0, 0, 0, g0->c, g0->ldc, 1, g0->m, g0->n);
         return;
     }
     gemm_plan pl = plan_of(g0);

@@ -19,6 +19,9 @@ typedef struct nb_gemm_codes {
  * c[i*ldc + j] (contiguous rows).  dt is NB_F32 or NB_F64 for all three.
  * With ca (cb) set, A(i, p) (B(p, j)) is instead row i (j), column p of
  * those codes, decoded into the packed panels (dt NB_F32; a (b) unused).
+ * With add set, C(i, j) = round(AB(i, j)) + add[i*adrs + j*adcs]: each
+ * tile gets the addend once its last k block is stored (the epilogue), so
+ * C equals the product followed by an elementwise add bit for bit.
  */
 typedef struct nb_gemm {
     nb_dtype dt;
@@ -30,6 +33,8 @@ typedef struct nb_gemm {
     void *c;
     int64_t ldc;
     const nb_gemm_codes *ca, *cb;
+    const void *add;
+    int64_t adrs, adcs;
 } nb_gemm;
 
 /** Pack rows r0 .. r0+len of a codes operand, columns p0 .. p0+kc, decoded, as the GEMM's
