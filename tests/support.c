@@ -22,6 +22,22 @@ void nbt_expect_error(nb_status code, const char *needle) {
     nb_clear_error();
 }
 
+void nbt_assert_same_bits(nb_tensor *got, nb_tensor *want, const char *what) {
+    nb_scope_begin();
+    nb_tensor *a = NBT(nb_contiguous(NBT(nb_to_device(got, NB_CPU))));
+    nb_tensor *b = NBT(nb_contiguous(NBT(nb_to_device(want, NB_CPU))));
+    assert_int_equal(nb_dtype_of(a), nb_dtype_of(b));
+    assert_int_equal(nb_ndim(a), nb_ndim(b));
+    assert_memory_equal(nb_shape(a), nb_shape(b), sizeof(int64_t) * (size_t)nb_ndim(a));
+    size_t es = nb_dtype_size(nb_dtype_of(a));
+    const char *pa = nb_data_ptr(a), *pb = nb_data_ptr(b);
+    for (int64_t i = 0; i < nb_numel(a); i++)
+        if (memcmp(pa + (size_t)i * es, pb + (size_t)i * es, es))
+            fail_msg("%s: element %lld differs in its bits: %.17g vs %.17g", what, (long long)i, nbt_at(a, i),
+                     nbt_at(b, i));
+    nb_scope_end();
+}
+
 double nbt_at(nb_tensor *t, int64_t flat) {
     int nd = nb_ndim(t);
     int64_t idx[NB_MAX_DIMS];

@@ -17,6 +17,9 @@ nb_tensor *nbt_ok(nb_tensor *t, const char *expr, const char *file, int line);
 double nbt_close_ratio(nb_tensor *a, nb_tensor *b, double rtol, double atol);
 #define assert_close(a, b, rtol, atol) \
     assert_true(nbt_close_ratio((a), (b), (rtol), (atol)) <= 1.0)
+/** Fail unless got and want have one dtype, one shape and the same bytes (on any device, any
+ *  layout); the message names `what` and the first element that differs. */
+void nbt_assert_same_bits(nb_tensor *got, nb_tensor *want, const char *what);
 /** cmocka fixtures: setup clears the error and opens a scope; teardown closes it and
  *  asserts that recording is on and no error is pending. */
 int nbt_setup(void **state);

@@ -52,24 +52,6 @@ static double ulp_error(float got, double want) {
     return fabs((double)got - want) / spacing;
 }
 
-/* Bitwise equality of two tensors' values (brought to the CPU, contiguous). */
-static void assert_same_bits(nb_tensor *a, nb_tensor *b) {
-    nb_scope_begin();
-    nb_tensor *ac = NBT(nb_contiguous(NBT(nb_to_device(a, NB_CPU))));
-    nb_tensor *bc = NBT(nb_contiguous(NBT(nb_to_device(b, NB_CPU))));
-    assert_int_equal(nb_dtype_of(ac), nb_dtype_of(bc));
-    assert_int_equal(nb_numel(ac), nb_numel(bc));
-    size_t n = (size_t)nb_numel(ac) * nb_dtype_size(nb_dtype_of(ac));
-    if (memcmp(nb_data_ptr(ac), nb_data_ptr(bc), n) != 0) {
-        for (int64_t i = 0; i < nb_numel(ac); i++)
-            if (nbt_at(ac, i) != nbt_at(bc, i)) {
-                fprintf(stderr, "element %lld: %.17g vs %.17g\n", (long long)i, nbt_at(ac, i), nbt_at(bc, i));
-                break;
-            }
-        fail();
-    }
-    nb_scope_end();
-}
 
 /* ---- transcendental accuracy per ISA ------------------------------------ */
 
@@ -340,7 +322,7 @@ static nb_tensor *same_for_threads(nb_tensor *x, unary_fn f, void *ctx) {
     nb_tensor *r1 = NBT(f(x, ctx));
     for (int t = 2; t <= 3; t++) {
         nb_set_num_threads(t);
-        assert_same_bits(NBT(f(x, ctx)), r1);
+        nbt_assert_same_bits(NBT(f(x, ctx)), r1, __func__);
     }
     nb_set_num_threads(saved);
     return r1;
@@ -385,7 +367,7 @@ static void reductions_deterministic(void **state) {
     nb_tensor *x3r = NBT(nb_to_device(x3, NB_REF));
     assert_close(same_for_threads(x3, do_sum, (void *)&s02), NBT(do_sum(x3r, (void *)&s02)), 1.2e-7, 1e-30);
     nb_tensor *m = NBT(nb_max(x3, a02, 2, false)), *mr = NBT(nb_max(x3r, a02, 2, false));
-    assert_same_bits(m, mr);
+    nbt_assert_same_bits(m, mr, __func__);
     assert_true(isnan(nbt_at(m, 4)) && !isnan(nbt_at(m, 3)));
     nb_scope_end();
 }
@@ -432,14 +414,14 @@ static void scatter_gather_large(void **state) {
         nb_tensor *r = same_for_threads(x, do_scatter, &s);
         scatter_spec sr = {ax, NBT(nb_to_device(s.index, NB_REF)), NBT(nb_to_device(s.src, NB_REF))};
         nb_tensor *xr = NBT(nb_to_device(x, NB_REF));
-        assert_same_bits(r, NBT(do_scatter(xr, &sr)));
-        assert_same_bits(same_for_threads(x, do_gather, &s), NBT(do_gather(xr, &sr)));
+        nbt_assert_same_bits(r, NBT(do_scatter(xr, &sr)), __func__);
+        nbt_assert_same_bits(same_for_threads(x, do_gather, &s), NBT(do_gather(xr, &sr)), __func__);
         /* the transposed src and x: strided lines */
         scatter_spec st = {1 - ax, NBT(nb_transpose(s.index, 0, 1)), NBT(nb_transpose(s.src, 0, 1))};
         scatter_spec str = {1 - ax, NBT(nb_transpose(sr.index, 0, 1)), NBT(nb_transpose(sr.src, 0, 1))};
         nb_tensor *xt = NBT(nb_transpose(x, 0, 1)), *xtr = NBT(nb_transpose(xr, 0, 1));
-        assert_same_bits(same_for_threads(xt, do_scatter, &st), NBT(do_scatter(xtr, &str)));
-        assert_same_bits(same_for_threads(xt, do_gather, &st), NBT(do_gather(xtr, &str)));
+        nbt_assert_same_bits(same_for_threads(xt, do_scatter, &st), NBT(do_scatter(xtr, &str)), __func__);
+        nbt_assert_same_bits(same_for_threads(xt, do_gather, &st), NBT(do_gather(xtr, &str)), __func__);
     }
     /* f64 and i64 accumulate too (exact integer sums) */
     nb_tensor *xi = NBT(nb_zeros(NB_SHAPE(7, 1000), NB_I64));

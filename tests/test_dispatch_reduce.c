@@ -68,19 +68,6 @@ static nb_tensor *run_graph(const nb_graph *g, nb_tensor *x) {
     return r;
 }
 
-/* a and b: same dtype, shape and bytes. */
-static void assert_same_bits(nb_tensor *a, nb_tensor *b) {
-    assert_int_equal(nb_dtype_of(a), nb_dtype_of(b));
-    assert_int_equal(nb_ndim(a), nb_ndim(b));
-    assert_memory_equal(nb_shape(a), nb_shape(b), sizeof(int64_t) * (size_t)nb_ndim(a));
-    size_t n = (size_t)nb_numel(a) * nb_dtype_size(nb_dtype_of(a));
-    char *pa = malloc(n + 1), *pb = malloc(n + 1);
-    assert_int_equal(nb_copy_to_host(a, pa, n), NB_OK);
-    assert_int_equal(nb_copy_to_host(b, pb, n), NB_OK);
-    assert_memory_equal(pa, pb, n);
-    free(pa);
-    free(pb);
-}
 
 /* ---- every converted op, traced ---- */
 
@@ -152,7 +139,7 @@ static void traced_ops_match_eager(void **state) {
         assert_int_equal(nb_graph_output(g, "y", y), NB_OK);
         assert_int_equal(nb_graph_end(g), NB_OK);
         nb_tensor *got = run_graph(g, x);
-        assert_same_bits(got, want);
+        nbt_assert_same_bits(got, want, __func__);
         nb_release(got);
         nb_graph_release(g);
     }
@@ -209,7 +196,10 @@ static void rank0_reductions(void **state) {
         assert_int_equal(nb_graph_output(g, "y", y), NB_OK);
         assert_int_equal(nb_graph_end(g), NB_OK);
         nb_tensor *got = run_graph(g, x);
-        assert_same_bits(got, NBT(c == 0 ? nb_sum(x, NB_AXES(-1), false) : c == 1 ? nb_argmax(x, 0, true) : nb_prod(x, NULL, 0, false)));
+        nb_tensor *want = NBT(c == 0   ? nb_sum(x, NB_AXES(-1), false)
+                              : c == 1 ? nb_argmax(x, 0, true)
+                                       : nb_prod(x, NULL, 0, false));
+        nbt_assert_same_bits(got, want, __func__);
         nb_release(got);
         nb_graph_release(g);
     }
@@ -274,7 +264,7 @@ static void symbolic_batch_counts(void **state) {
         /* run with B = 5: the numbers eager gives */
         nb_tensor *got = run_graph(g, x);
         nb_tensor *want = NBT(apply_sym(c, x));
-        assert_same_bits(got, want);
+        nbt_assert_same_bits(got, want, __func__);
         nb_release(got);
         nb_graph_release(g);
     }
@@ -288,9 +278,9 @@ static void eager_draws_follow_the_seed(void **state) {
     nb_tensor *a = NBT(nb_rand(NB_SHAPE(5), NB_F32)), *b = NBT(nb_randn(NB_SHAPE(2, 2), NB_F64));
     nb_tensor *c = NBT(nb_bernoulli(NBT(nb_full(NB_SHAPE(7), 0.5, NB_F32))));
     nb_manual_seed(3);
-    assert_same_bits(NBT(nb_rand(NB_SHAPE(5), NB_F32)), a);
-    assert_same_bits(NBT(nb_randn(NB_SHAPE(2, 2), NB_F64)), b);
-    assert_same_bits(NBT(nb_bernoulli(NBT(nb_full(NB_SHAPE(7), 0.5, NB_F32)))), c);
+    nbt_assert_same_bits(NBT(nb_rand(NB_SHAPE(5), NB_F32)), a, __func__);
+    nbt_assert_same_bits(NBT(nb_randn(NB_SHAPE(2, 2), NB_F64)), b, __func__);
+    nbt_assert_same_bits(NBT(nb_bernoulli(NBT(nb_full(NB_SHAPE(7), 0.5, NB_F32)))), c, __func__);
     /* the draws differ from each other: the counter advanced */
     nb_manual_seed(3);
     nb_tensor *a1 = NBT(nb_rand(NB_SHAPE(5), NB_F32)), *a2 = NBT(nb_rand(NB_SHAPE(5), NB_F32));
@@ -326,8 +316,8 @@ static void traced_draws_are_fresh(void **state) {
     nb_tensor *r1 = run_graph(g, NULL), *r2 = run_graph(g, NULL);
     nb_manual_seed(9);
     nb_tensor *e1 = NBT(make_rand(NULL, NULL)), *e2 = NBT(make_rand(NULL, NULL));
-    assert_same_bits(r1, e1);
-    assert_same_bits(r2, e2);
+    nbt_assert_same_bits(r1, e1, __func__);
+    nbt_assert_same_bits(r2, e2, __func__);
     double u, w;
     assert_int_equal(nb_get(r1, (int64_t[]){0}, &u), NB_OK);
     assert_int_equal(nb_get(r2, (int64_t[]){0}, &w), NB_OK);
@@ -354,8 +344,8 @@ static void traced_dropout_and_bernoulli(void **state) {
     nb_manual_seed(21);
     nb_tensor *r1 = run_graph(g, x), *r2 = run_graph(g, x);
     nb_manual_seed(21);
-    assert_same_bits(r1, NBT(nb_dropout(x, 0.5, true)));
-    assert_same_bits(r2, NBT(nb_dropout(x, 0.5, true)));
+    nbt_assert_same_bits(r1, NBT(nb_dropout(x, 0.5, true)), __func__);
+    nbt_assert_same_bits(r2, NBT(nb_dropout(x, 0.5, true)), __func__);
     double s1, s2;
     assert_int_equal(nb_item(NBT(nb_sum(NBT(nb_abs(NBT(nb_sub(r1, r2)))), NULL, 0, false)), &s1), NB_OK);
     assert_true(s1 > 0); /* two runs, two masks */

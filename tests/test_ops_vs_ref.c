@@ -729,16 +729,7 @@ static void addmm_case(nb_dtype dt, int na, const int64_t *as, int la, int nbb, 
     describe("addmm", dt, la, as, na, LAYOUT_NAME[usable_layout(lc, nc)]);
     pair a = make_pair(as, na, dt, la, D_ANY), b = make_pair(bs, nbb, dt, lb, D_ANY), c = make_pair(cs, nc, dt, lc, D_ANY);
     nb_tensor *yc = NBT(nb_addmm(c.cpu, a.cpu, b.cpu)), *yr = NBT(nb_addmm(c.ref, a.ref, b.ref));
-    nb_tensor *two = NBT(nb_add(NBT(nb_matmul(a.cpu, b.cpu)), c.cpu));
-    int64_t n = nb_numel(yc);
-    assert_int_equal(nb_numel(two), n);
-    size_t bytes = (size_t)n * nb_dtype_size(dt);
-    void *u8 = test_malloc(bytes + 1), *v8 = test_malloc(bytes + 1);
-    assert_int_equal(nb_copy_to_host(yc, u8, bytes), NB_OK);
-    assert_int_equal(nb_copy_to_host(two, v8, bytes), NB_OK);
-    if (memcmp(u8, v8, bytes)) fail_msg("%s: addmm differs from add(matmul) in some bits", what);
-    test_free(u8);
-    test_free(v8);
+    nbt_assert_same_bits(yc, NBT(nb_add(NBT(nb_matmul(a.cpu, b.cpu)), c.cpu)), what);
     int64_t k = as[na - 1];
     nb_tensor *mag = NBT(nb_matmul(nb_abs(nb_cast(a.ref, NB_F64)), nb_abs(nb_cast(b.ref, NB_F64))));
     double u = dt == NB_F64 ? 0x1p-53 : 0x1p-24;

@@ -117,18 +117,6 @@ static void run_graph(nb_graph *g, int n, const char *const *names, nb_tensor *c
     nb_compiled_release(c);
 }
 
-static void assert_same_bits(nb_tensor *got, nb_tensor *want, const char *what) {
-    assert_int_equal(nb_dtype_of(got), nb_dtype_of(want));
-    assert_int_equal(nb_ndim(got), nb_ndim(want));
-    for (int d = 0; d < nb_ndim(got); d++) assert_int_equal(nb_shape(got)[d], nb_shape(want)[d]);
-    size_t nbytes = (size_t)nb_numel(want) * nb_dtype_size(nb_dtype_of(want));
-    char *a = malloc(nbytes + 1), *b = malloc(nbytes + 1);
-    assert_int_equal(nb_copy_to_host(got, a, nbytes), NB_OK);
-    assert_int_equal(nb_copy_to_host(want, b, nbytes), NB_OK);
-    if (memcmp(a, b, nbytes)) fail_msg("output '%s' differs from the original graph's", what);
-    free(a);
-    free(b);
-}
 
 /* Run g and r (one of its results) with the same arguments (the generator reseeded before each run,
  * for graphs that draw): every output bitwise equal. */
@@ -139,7 +127,7 @@ static void same_run(nb_graph *g, nb_graph *r, int n, const char *const *names, 
     run_graph(g, n, names, args, a);
     nb_manual_seed(7);
     run_graph(r, n, names, args, b);
-    for (int i = 0; i < g->n_outputs; i++) assert_same_bits(b[i], a[i], g->output_names[i]);
+    for (int i = 0; i < g->n_outputs; i++) nbt_assert_same_bits(b[i], a[i], g->output_names[i]);
 }
 
 /* Every pass and the pipeline on g, each result checked and run against g with every argument set
