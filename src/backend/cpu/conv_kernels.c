@@ -40,20 +40,29 @@ static void rows_inside(const win_ctx *c, int64_t p, int64_t *i0, int64_t *i1) {
     *i1 = clamp64(c->H - off, *i0, c->OH);
 }
 
+/* Kernel tap (p, column offset off) when stride is 1 and OW == W: output position k of the tap's row reads
+ * image position k + delta, and [lo, hi) are the positions whose image row lies inside the plane. */
+static void shifted_span(const win_ctx *c, int64_t p, int64_t off, int64_t *delta, int64_t *lo, int64_t *hi) {
+    int64_t W = c->W, i0, i1;
+    *delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
+    rows_inside(c, p, &i0, &i1);
+    *lo = clamp64(-*delta, i0 * W, i1 * W);
+    *hi = clamp64(c->H * W - *delta, *lo, i1 * W);
+}
+
 /* Row (p, q) of one plane's unfold when stride is 1 and OW == W: the image shifted by delta positions, in
  * one pass over the valid rows that selects +0 for the columns that wrapped around a row edge (flag 0 in
  * `inside`), and zeros before and after them. */
 NB_SIMD_CLONES static void unfold_shifted(const win_ctx *c, int64_t p, int64_t off, const uint8_t *restrict inside,
                                           float *restrict r, const float *restrict img) {
-    int64_t W = c->W, i0, i1, delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
-    rows_inside(c, p, &i0, &i1);
-    int64_t lo = clamp64(-delta, i0 * W, i1 * W), hi = clamp64(c->H * W - delta, lo, i1 * W);
+    int64_t delta, lo, hi;
+    shifted_span(c, p, off, &delta, &lo, &hi);
     for (int64_t k = 0; k < lo; k++) r[k] = 0;
     for (int64_t k = lo; k < hi; k++) {
         float v = img[k + delta]; /* inside the plane for every k in [lo, hi) */
         r[k] = inside[k] ? v : 0.0f;
     }
-    for (int64_t k = hi; k < c->OH * W; k++) r[k] = 0;
+    for (int64_t k = hi; k < c->OH * c->W; k++) r[k] = 0;
 }
 
 /* One plane of unfold: cols rows (p, q), each OH*OW taps of img [H, W], zero outside.  Rows of the
@@ -92,9 +101,8 @@ NB_SIMD_CLONES static void unfold_plane(const win_ctx *c, float *restrict cols, 
  * general loop. */
 NB_SIMD_CLONES static void fold_shifted(const win_ctx *c, int64_t p, int64_t off, const uint8_t *restrict inside,
                                         const float *restrict r, float *restrict img) {
-    int64_t W = c->W, i0, i1, delta = (p * c->w.dilation[0] - c->w.padding[0]) * W + off;
-    rows_inside(c, p, &i0, &i1);
-    int64_t lo = clamp64(-delta, i0 * W, i1 * W), hi = clamp64(c->H * W - delta, lo, i1 * W);
+    int64_t delta, lo, hi;
+    shifted_span(c, p, off, &delta, &lo, &hi);
     for (int64_t k = lo; k < hi; k++) img[k + delta] += inside[k] ? r[k] : 0.0f;
 }
 
@@ -324,24 +332,18 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
         c.OW = nb__window_out(c.W, w->kernel[1], w->stride[1], w->padding[1], w->dilation[1]);
     }
     int64_t planes = img->shape[0] * img->shape[1], work = nb__numel(grid) / (planes ? planes : 1);
-    /* the per-call tables (sizes in bytes; the grid and the fold's rows are never empty) */
-    size_t taps_size = sizeof(int32_t) * (size_t)(c.OH * c.OW), inside_size = (size_t)(c.OH * c.OW * c.w.kernel[1]);
-    int32_t *taps = NULL;
-    uint8_t *inside = NULL;
-    if (op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX) {
-        if (!(taps = nb__buf_alloc(taps_size))) return NB_ERR_OOM;
-        c.taps = pool_taps_fill(&c, taps);
-    }
-    if ((op == NB_OP_UNFOLD || op == NB_OP_FOLD) && w->stride[0] == 1 && w->stride[1] == 1 && c.OW == c.W &&
-        inside_size <= TAPS_MAX) {
-        if (!(inside = nb__buf_alloc(inside_size))) {
-            if (taps) nb__buf_free(taps, taps_size);
-            return NB_ERR_OOM;
-        }
-        c.inside = shifted_inside_fill(&c, inside);
-    }
+    /* the call's one table, if its op takes one (sizes in bytes; the grid and the fold's rows are never empty):
+     * the pooling's tap offsets, or the shifted unfold's / fold's flags */
+    bool pool_taps = op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX;
+    size_t inside_size = (size_t)(c.OH * c.OW * c.w.kernel[1]);
+    bool shifted = (op == NB_OP_UNFOLD || op == NB_OP_FOLD) && w->stride[0] == 1 && w->stride[1] == 1 &&
+                   c.OW == c.W && inside_size <= TAPS_MAX;
+    size_t table_size = pool_taps ? sizeof(int32_t) * (size_t)(c.OH * c.OW) : shifted ? inside_size : 0;
+    void *table = table_size ? nb__buf_alloc(table_size) : NULL;
+    if (table_size && !table) return NB_ERR_OOM;
+    if (pool_taps) c.taps = pool_taps_fill(&c, table);
+    if (shifted) c.inside = shifted_inside_fill(&c, table);
     nb__parallel_for(planes, work >= 16384 ? 1 : 16384 / (work ? work : 1), window_planes, &c);
-    if (taps) nb__buf_free(taps, taps_size);
-    if (inside) nb__buf_free(inside, inside_size);
+    if (table) nb__buf_free(table, table_size);
     return NB_OK;
 }
