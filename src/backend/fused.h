@@ -58,7 +58,8 @@ typedef struct nb_fkernel {
 typedef enum nb_fk_ran {
     NB_FK_RAN_OPS,         /* declined: the executor ran its ops one by one */
     NB_FK_RAN_INTERPRETED, /* an interpreter of built-in kernels */
-    NB_FK_RAN_COMPILED,    /* machine code compiled for it at run time */
+    NB_FK_RAN_COMPILED,    /* machine code compiled for it at run time (a row kernel: for each of
+                              its elementwise stages; its reductions are the built-in ones) */
     NB_FK_RAN_COUNT
 } nb_fk_ran;
 

@@ -1,8 +1,9 @@
 /*
  * fused.c — the CPU backend's fused kernels (backend/fused.h): one pass over
  * memory for a chain of elementwise ops and row reductions.  Elementwise
- * kernels run as code compiled at run time (jit.h) where a C compiler
- * runs; everything else on the interpreter below.
+ * kernels, and each stage of a row kernel's elementwise instructions, run as
+ * code compiled at run time (jit.h) where a C compiler runs; everything else
+ * (and everything without a compiler) on the interpreter below.
  *
  * The domain is walked in tiles of TILE elements.  Every instruction of a
  * tile is one call of the same per-ISA kernel the eager op uses (kernels.h),
@@ -19,7 +20,13 @@
  *    tiles, then its reductions over whole rows kept contiguous in row
  *    buffers — the eager reduction of a contiguous row, so the same bits —
  *    then the per-row instructions that need them.  softmax is three stages
- *    over a row that stays in cache.  Rows are split across the pool.
+ *    over a row that stays in cache.  Rows are split across the pool.  With
+ *    the compiler, a stage is one call per line of its kernel compiled as an
+ *    elementwise kernel (the row's ROW values its UNIFORM loads); the
+ *    reductions stay the built-in ones.  Outputs that nothing reads back are
+ *    stored past the caches when they outgrow them (stream.c).  Both
+ *    together: softmax and layer_norm over [8192, 4096] f32 in 0.87 and
+ *    0.82 of the interpreter's time (bench/RESULTS.md §18).
  *  - UNIFORM values (scalars and ops on them) are computed once per call.
  *
  * Results do not depend on the thread count: every element and every row is
@@ -56,6 +63,8 @@ typedef struct fk_val {
     int64_t s;
 } fk_val;
 
+typedef struct fk_stage fk_stage;
+
 typedef struct fk_plan {
     const nb_fkernel *k;
     const nb_cpu_kernels *kt;
@@ -75,6 +84,9 @@ typedef struct fk_plan {
     int64_t oshape[NB_MAX_DIMS], ostr[NB_FK_MAX_IO][NB_MAX_DIMS];
     int64_t ishape[NB_MAX_DIMS], istr[NB_FK_MAX_IO][NB_MAX_DIMS]; /* coalesced inner axes, byte strides */
     char *rowbuf;                        /* per chunk: nrowbuf buffers of L elements of 8 bytes */
+    fk_stage *stages;                    /* row kernels: per stage, its compiled form (NULL: interpreted) */
+    bool streams;                        /* row kernels: the stages' outputs marked in stream go past the caches */
+    bool may_share;                      /* can an output share memory with a load (else no check per call)? */
 } fk_plan;
 
 static int dslot(nb_dtype dt) { return dt == NB_F32 ? 0 : 1; }
@@ -250,9 +262,18 @@ static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
 typedef struct jit_call {
     const fk_plan *P;
     nb_jit_fn fn;
-    double prm[2 * NB_FK_MAX_INSTR];
-    const void *uni[MAX_VALS];
+    const double *prm;
+    const void *const *uni;
+    const bool *stream; /* per operand: an output written with non-temporal stores (stream.c); NULL: none */
 } jit_call;
+
+/* The parameters of k's instructions as a generated kernel reads them (jit.h). */
+static void jit_params(const nb_fkernel *k, double *prm) {
+    for (int j = 0; j < k->ninstr; j++) {
+        prm[2 * j] = k->instr[j].p0;
+        prm[2 * j + 1] = k->instr[j].p1;
+    }
+}
 
 /* Element size of operand o of P (a load, then an output). */
 static size_t op_es(const fk_plan *P, int o) { return P->es[o < P->k->nin ? o : P->k->out_val[o - P->k->nin]]; }
@@ -283,27 +304,34 @@ static void jit_rows_staged(const jit_call *c, int64_t n, char *const *ptr, cons
             p[o] = staged[o] ? stage[o] : ptr[o] + i0 * bs[o];
             if (staged[o] && o < k->nin) nb__cpu_stage_move(true, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
         }
-        c->fn(len, p, c->prm, c->uni, 0, shares_memory(P, len, p));
-        for (int o = k->nin; o < P->nops; o++)
-            if (staged[o]) nb__cpu_stage_move(false, stage[o], ptr[o] + i0 * bs[o], bs[o], len, op_es(P, o));
+        c->fn(len, p, c->prm, c->uni, 0, P->may_share && shares_memory(P, len, p));
+        for (int o = k->nin; o < P->nops; o++) {
+            if (!staged[o]) continue;
+            size_t es = op_es(P, o);
+            if (c->stream && c->stream[o] && bs[o] == (int64_t)es) nb__cpu_stream_store(ptr[o] + i0 * bs[o], stage[o], (size_t)len * es);
+            else nb__cpu_stage_move(false, stage[o], ptr[o] + i0 * bs[o], bs[o], len, es);
+        }
     }
 }
 
-/* n elements along the innermost axis: one call where every FULL operand is contiguous, else
- * staged (the generated loop takes contiguous operands only, see jit_source.c). */
-static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
-    const jit_call *c = ctx;
+/* n elements along the innermost axis: one call where every FULL operand is contiguous and no
+ * output streams, else staged (the generated loop takes contiguous operands only, see
+ * jit_source.c; a streamed output is computed into a block, then stored past the caches). */
+static void jit_span(const jit_call *c, int64_t n, char *const *ptr, const int64_t *bs) {
     const fk_plan *P = c->P;
     const nb_fkernel *k = P->k;
     bool staged[NB_FK_MAX_IO], direct = true;
     for (int o = 0; o < P->nops; o++) {
         int v = o < k->nin ? o : k->out_val[o - k->nin];
-        staged[o] = nb__fk_level(k, v) == NB_FL_FULL && bs[o] != (int64_t)op_es(P, o);
+        staged[o] = nb__fk_level(k, v) == NB_FL_FULL && (bs[o] != (int64_t)op_es(P, o) || (c->stream && c->stream[o]));
         direct &= !staged[o];
     }
-    if (direct) c->fn(n, ptr, c->prm, c->uni, 0, shares_memory(P, n, ptr));
+    if (direct) c->fn(n, ptr, c->prm, c->uni, 0, P->may_share && shares_memory(P, n, ptr));
     else jit_rows_staged(c, n, ptr, bs, staged);
 }
+
+/* The iterator's callback. */
+static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) { jit_span(ctx, n, ptr, bs); }
 
 static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *const *out, int *ran) {
     const nb_fkernel *k = P->k;
@@ -313,20 +341,18 @@ static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *co
     nb_iter it;
     nb__iter_init(&it, P->nops, ts);
     if (it.numel == 0) return NB_OK;
-    jit_call c;
-    c.P = P;
-    c.fn = nb__jit_get(k);
-    if (!c.fn) {
+    nb_jit_fn fn = nb__jit_get(k);
+    if (!fn) {
         nb__iter_run(&it, ew_rows, P);
         return NB_OK;
     }
-    for (int j = 0; j < k->ninstr; j++) {
-        c.prm[2 * j] = k->instr[j].p0;
-        c.prm[2 * j + 1] = k->instr[j].p1;
-    }
-    for (int v = 0; v < P->nval; v++)
-        c.uni[v] = nb__fk_level(k, v) == NB_FL_UNIFORM ? uniform_val(P, v).p : NULL;
-    nb__iter_run(&it, jit_rows, &c);
+    double prm[2 * NB_FK_MAX_INSTR];
+    const void *uni[MAX_VALS];
+    jit_params(k, prm);
+    for (int v = 0; v < P->nval; v++) uni[v] = nb__fk_level(k, v) == NB_FL_UNIFORM ? uniform_val(P, v).p : NULL;
+    /* outputs through the caches: streaming them (as row kernels do) made gelu over 64M f32 slower,
+     * 43 -> 52 ms (bench/RESULTS.md §18) */
+    nb__iter_run(&it, jit_rows, &(jit_call){P, fn, prm, uni, NULL});
     *ran = NB_FK_RAN_COMPILED;
     return NB_OK;
 }
@@ -376,22 +402,115 @@ static bool row_geometry(fk_plan *P, const int64_t *shape, int ndim, const nb_te
     return true;
 }
 
-/* Point the persistent FULL values (outputs, row buffers) and the FULL loads at the tile that
- * starts t0 elements into the current line (operand offsets loff, row position f). */
-static void tile_vals(const fk_plan *P, fk_val *v, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
+/* Stage s of a row kernel as an elementwise kernel (nred = 0) that jit.h compiles: the stage's
+ * FULL instructions in program order; as loads, the values they read from outside the stage —
+ * FULL ones (the kernel's loads, earlier stages' row buffers and outputs) along the line, ROW and
+ * UNIFORM ones as UNIFORM loads (the current row's element); as outputs, the stage's values
+ * that reductions or later stages read (row buffers) or that the kernel returns. */
+struct fk_stage {
+    nb_fkernel k;
+    nb_dtype in_dtype[NB_FK_MAX_IO];
+    nb_flevel in_level[NB_FK_MAX_IO];
+    nb_finstr instr[NB_FK_MAX_INSTR];
+    int16_t out_val[NB_FK_MAX_IO];
+    int16_t src[NB_FK_MAX_IO];     /* the row kernel's value of each operand (loads, then outputs) */
+    bool stream[NB_FK_MAX_IO];     /* outputs that nothing in the kernel reads back: streamable */
+    double prm[2 * NB_FK_MAX_INSTR];
+    fk_plan sub;                   /* k, nops, nval and es: what jit_rows reads */
+    nb_jit_fn fn;                  /* NULL: the stage is interpreted */
+};
+
+/* Does an instruction of a stage after s, or a reduction, read value v? */
+static bool read_after(const fk_plan *P, int v, int s) {
     const nb_fkernel *k = P->k;
-    int last = P->ninner - 1;
-    for (int j = 0; j < k->nin; j++)
-        if (k->in_level[j] == NB_FL_FULL) v[j] = (fk_val){P->base[j] + loff[j] + t0 * P->istr[j][last], P->istr[j][last]};
-    for (int j = 0; j < k->ninstr; j++) {
-        int val = k->nin + j, h = P->hidx[val];
-        if (k->instr[j].level != NB_FL_FULL) continue;
-        if (P->home[val] == H_ROWBUF) v[val] = (fk_val){rowbuf + (size_t)h * (size_t)P->L * 8 + f * P->es[val], P->es[val]};
-        else if (P->home[val] == H_OUT) {
-            int o = k->nin + h;
-            v[val] = (fk_val){P->base[o] + loff[o] + t0 * P->istr[o][last], P->istr[o][last]};
+    for (int j = 0; j < k->ninstr; j++)
+        for (int i = 0; i < 3; i++)
+            if (k->instr[j].in[i] == v && (is_reduce(k->instr[j].op) || P->stage[j] > s)) return true;
+    return false;
+}
+
+/* S as stage s of P; false when it has more operands than a kernel takes or none to write. */
+static bool stage_kernel(const fk_plan *P, int s, fk_stage *S) {
+    const nb_fkernel *k = P->k;
+    int16_t map[MAX_VALS];
+    for (int v = 0; v < P->nval; v++) map[v] = -1;
+    memset(S->stream, 0, sizeof S->stream);
+    int nin = 0, nout = 0, q0 = P->stage_start[s], q1 = P->stage_start[s + 1];
+    for (int q = q0; q < q1; q++)
+        for (int i = 0; i < 3; i++) {
+            int v = k->instr[P->order[q]].in[i];
+            bool inside = v >= k->nin && k->instr[v - k->nin].level == NB_FL_FULL && P->stage[v - k->nin] == s;
+            if (v < 0 || inside || map[v] >= 0) continue;
+            if (nin == NB_FK_MAX_IO) return false;
+            map[v] = (int16_t)nin;
+            S->src[nin] = (int16_t)v;
+            S->in_dtype[nin] = nb__fk_dtype(k, v);
+            S->in_level[nin++] = nb__fk_level(k, v) == NB_FL_FULL ? NB_FL_FULL : NB_FL_UNIFORM;
         }
+    for (int q = q0; q < q1; q++) {
+        int j = P->order[q], val = k->nin + j;
+        nb_finstr I = k->instr[j];
+        for (int i = 0; i < 3; i++)
+            if (I.in[i] >= 0) I.in[i] = map[I.in[i]];
+        S->instr[q - q0] = I;
+        map[val] = (int16_t)(nin + q - q0);
+        if (P->home[val] != H_ROWBUF && P->home[val] != H_OUT) continue;
+        if (nin + nout == NB_FK_MAX_IO) return false;
+        S->out_val[nout] = map[val];
+        S->stream[nin + nout] = P->home[val] == H_OUT && !read_after(P, val, s);
+        S->src[nin + nout++] = (int16_t)val;
     }
+    S->k = (nb_fkernel){.nin = nin, .ninstr = q1 - q0, .nout = nout, .nred = 0, .in_dtype = S->in_dtype,
+                        .in_level = S->in_level, .instr = S->instr, .out_val = S->out_val};
+    jit_params(&S->k, S->prm);
+    S->sub.k = &S->k;
+    S->sub.may_share = false; /* row buffers are the kernel's own; outputs may be loads' memory */
+    for (int o = nin; o < nin + nout; o++)
+        for (int i = 0; i < nin; i++)
+            S->sub.may_share |= P->home[S->src[o]] == H_OUT && S->in_level[i] == NB_FL_FULL &&
+                                (S->src[i] < k->nin || P->home[S->src[i]] == H_OUT);
+    S->sub.nops = nin + nout;
+    S->sub.nval = nin + S->k.ninstr;
+    for (int v = 0; v < S->sub.nval; v++) S->sub.es[v] = (uint8_t)nb_dtype_size(nb__fk_dtype(&S->k, v));
+    return nout > 0;
+}
+
+/* The compiled form of each stage of P that has elementwise instructions, into P->stages (left
+ * NULL, everything interpreted, without a compiler or memory), and whether their streamable
+ * outputs, over all `rows` rows, are worth streaming.  True when every such stage has one. */
+static bool compile_stages(fk_plan *P, int64_t rows) {
+    if (!nb__jit_on()) return false;
+    P->stages = nb__malloc((size_t)P->nstage * sizeof *P->stages);
+    if (!P->stages) return false;
+    bool all = true;
+    int64_t out_bytes = 0;
+    for (int s = 0; s < P->nstage; s++) {
+        fk_stage *S = &P->stages[s];
+        S->fn = NULL;
+        if (P->stage_start[s] == P->stage_start[s + 1]) continue;
+        S->fn = stage_kernel(P, s, S) ? nb__jit_get(&S->k) : NULL;
+        all &= S->fn != NULL;
+        for (int o = S->k.nin; S->fn && o < S->sub.nops; o++)
+            out_bytes += S->stream[o] ? rows * P->L * (int64_t)op_es(&S->sub, o) : 0;
+    }
+    P->streams = nb__cpu_stream_worth(out_bytes);
+    return all;
+}
+
+/* FULL value val (a load, an output or a row buffer) at the tile that starts t0 elements into the
+ * current line (operand offsets loff, row position f). */
+static fk_val full_val(const fk_plan *P, int val, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
+    const nb_fkernel *k = P->k;
+    int last = P->ninner - 1, o = val < k->nin ? val : P->home[val] == H_OUT ? k->nin + P->hidx[val] : -1;
+    if (o >= 0) return (fk_val){P->base[o] + loff[o] + t0 * P->istr[o][last], P->istr[o][last]};
+    return (fk_val){rowbuf + (size_t)P->hidx[val] * (size_t)P->L * 8 + f * P->es[val], P->es[val]};
+}
+
+/* Point the FULL loads and the persistent FULL values (outputs, row buffers) at that tile. */
+static void tile_vals(const fk_plan *P, fk_val *v, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
+    for (int val = 0; val < P->nval; val++)
+        if (nb__fk_level(P->k, val) == NB_FL_FULL && (P->home[val] == H_LOAD || P->home[val] == H_OUT || P->home[val] == H_ROWBUF))
+            v[val] = full_val(P, val, loff, t0, f, rowbuf);
 }
 
 /* Stage s of one row: its FULL instructions over the row's tiles. */
@@ -407,7 +526,21 @@ static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, c
             loff[o] = ooff[o];
             for (int d = 0; d < last; d++) loff[o] += lidx[d] * P->istr[o][d];
         }
-        for (int64_t t0 = 0; t0 < len_line; t0 += TILE) {
+        const fk_stage *S = P->stages ? &P->stages[s] : NULL;
+        if (S && S->fn) { /* the whole line in one call of the stage's compiled kernel */
+            char *ptr[NB_FK_MAX_IO];
+            int64_t bs[NB_FK_MAX_IO];
+            const void *uni[NB_FK_MAX_IO];
+            for (int o = 0; o < S->sub.nops; o++) {
+                fk_val x = o >= S->k.nin || S->in_level[o] == NB_FL_FULL ? full_val(P, S->src[o], loff, 0, f0, rowbuf)
+                                                                         : v[S->src[o]];
+                ptr[o] = x.p;
+                bs[o] = x.s;
+                uni[o] = x.p; /* read for the UNIFORM loads only */
+            }
+            jit_span(&(jit_call){&S->sub, S->fn, S->prm, uni, P->streams ? S->stream : NULL}, len_line, ptr, bs);
+        }
+        for (int64_t t0 = 0; t0 < len_line && !(S && S->fn); t0 += TILE) {
             int64_t len = len_line - t0 < TILE ? len_line - t0 : TILE;
             tile_vals(P, v, loff, t0, f0 + t0, rowbuf);
             for (int q = q0; q < q1; q++) {
@@ -484,22 +617,26 @@ static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
         }
         for (int d = P->nouter - 1; d >= 0 && ++idx[d] == P->oshape[d]; d--) idx[d] = 0;
     }
+    if (P->streams) nb__cpu_stream_fence();
 }
 
-static nb_status run_rows(fk_plan *P) {
+static nb_status run_rows(fk_plan *P, int *ran) {
     int64_t rows = 1;
     for (int d = 0; d < P->nouter; d++) rows *= P->oshape[d];
     if (rows == 0) return NB_OK;
+    P->stages = NULL;
+    P->streams = false;
+    if (compile_stages(P, rows)) *ran = NB_FK_RAN_COMPILED;
     int64_t chunks = rows * P->L / 16384;
     int64_t most = 4 * (int64_t)nb_get_num_threads();
     chunks = chunks < 1 ? 1 : chunks > most ? most : chunks;
     if (chunks > rows) chunks = rows;
     size_t bytes = (size_t)chunks * (size_t)P->nrowbuf * (size_t)P->L * 8;
     P->rowbuf = bytes ? nb__buf_alloc(bytes) : NULL;
-    if (bytes && !P->rowbuf) return NB_ERR_OOM;
-    nb__parallel_chunks(rows, chunks, row_chunk, P);
-    if (bytes) nb__buf_free(P->rowbuf, bytes);
-    return NB_OK;
+    if (!bytes || P->rowbuf) nb__parallel_chunks(rows, chunks, row_chunk, P);
+    if (P->rowbuf) nb__buf_free(P->rowbuf, bytes);
+    nb__free(P->stages);
+    return bytes && !P->rowbuf ? NB_ERR_OOM : NB_OK;
 }
 
 nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_tensor *const *in, nb_tensor *const *out,
@@ -510,6 +647,7 @@ nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_
     P.nval = k->nin + k->ninstr;
     P.nops = k->nin + k->nout;
     P.rowbuf = NULL;
+    P.may_share = true;
     const nb_tensor *ts[NB_FK_MAX_IO];
     for (int j = 0; j < k->nin; j++) ts[j] = in[j];
     for (int o = 0; o < k->nout; o++) ts[k->nin + o] = out[o];
@@ -522,5 +660,5 @@ nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_
     if (k->nred > 0 && empty) return NB_ERR_UNSUPPORTED; /* empty rows or none: the eager ops' rules */
     run_uniform(&P);
     *ran = NB_FK_RAN_INTERPRETED;
-    return k->nred == 0 ? run_elementwise(&P, in, out, ran) : run_rows(&P);
+    return k->nred == 0 ? run_elementwise(&P, in, out, ran) : run_rows(&P, ran);
 }

@@ -1,6 +1,7 @@
 /*
- * jit.c — builds elementwise fused kernels with the system's C compiler at
- * run time and loads them (jit.h).
+ * jit.c — builds elementwise fused kernels (and the elementwise stages of
+ * row kernels, fused.c) with the system's C compiler at run time and loads
+ * them (jit.h).
  *
  * A kernel's source (jit_source.c) follows a prelude holding the text of
  * vmath.h and op_scalar.h (embedded at build time), and is compiled with the
@@ -199,9 +200,14 @@ static void init(void) {
     }
     J.on = true;
     snprintf(J.status, sizeof J.status,
-             "on: elementwise kernels compiled at run time by %s (%s), cached in %s; row kernels by a tiled "
-             "interpreter of the built-in kernels",
+             "on: elementwise kernels, and the elementwise stages of row kernels, compiled at run time by %s "
+             "(%s), cached in %s; row reductions by the built-in kernels",
              J.cc, J.version, J.dir);
+}
+
+bool nb__jit_on(void) {
+    pthread_once(&J.once, init);
+    return J.on;
 }
 
 const char *nb__jit_status(void) {

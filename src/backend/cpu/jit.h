@@ -30,6 +30,10 @@ char *nb__jit_source(const nb_fkernel *k, const char *name);
  *  generator does not emit, a failed build). */
 nb_jit_fn nb__jit_get(const nb_fkernel *k);
 
+/** Does the run-time compiler run (a compiler like the library's, a folder to build in, NB_JIT
+ *  not 0)?  When false, nb__jit_get returns NULL for every kernel. */
+bool nb__jit_on(void);
+
 /** The backend's fused_mode entry: "on: " and how kernels run — compiled (by which compiler,
  *  cached where) or interpreted, and then why no compiler runs (static text). */
 const char *nb__jit_status(void);

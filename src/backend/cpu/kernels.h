@@ -98,6 +98,16 @@ double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p);
 /** Move n elements of es bytes between the contiguous buffer buf and p (byte stride s, 0 and
  *  negative included): into buf when gather, out of it otherwise (typed copies). */
 void nb__cpu_stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, size_t es);
+/** Should a call whose outputs total out_bytes write them with nb__cpu_stream_store?  True past
+ *  the L2 caches of the threads running it (stream.c says why), or past the bytes the tests set
+ *  with nb__cpu_stream_set_min (-1: back to that default). */
+bool nb__cpu_stream_worth(int64_t out_bytes);
+void nb__cpu_stream_set_min(int64_t bytes);
+/** Copy n bytes from src (a block in L1) to dst with non-temporal stores (ordinary ones at the
+ *  unaligned ends).  The stores are weakly ordered: the thread calls nb__cpu_stream_fence before
+ *  anything else may read dst (before it reports its part of a parallel loop done). */
+void nb__cpu_stream_store(char *dst, const char *src, size_t n);
+void nb__cpu_stream_fence(void);
 /** The mask kernel of op (where, a comparison or a logical op) on n CONTIGUOUS elements: o (dtype
  *  odt) from in[0..nin) — where: condition (dtype idt), a, b; comparison: a, b of dtype idt;
  *  logical: a (and b) of dtype idt.  What the backend's where / binary / unary entries run. */
