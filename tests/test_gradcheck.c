@@ -238,6 +238,9 @@ static void test_kink_conventions(void **state) {
     const double z3[] = {0, 0, 0}, k[] = {-1, 0, 1}, ties[] = {1, 3, 3}, nan_in[] = {1, NAN, 2};
     expect_grad("abs at 0", f_abs, k, 3, (double[]){-1, 0, 1});
     expect_grad("relu at 0", f_relu, k, 3, (double[]){0, 0, 1});
+    /* torch 2.15: relu(x).sum().backward() at [nan, -0., 0., -1., 2.] gives [1, 0, 0, 0, 1] (its
+     * threshold_backward reads the result, NaN there, which is not <= 0) */
+    expect_grad("relu at NaN and signed zeros", f_relu, (double[]){NAN, -0.0, 0, -1, 2}, 5, (double[]){1, 0, 0, 0, 1});
     expect_grad("leaky_relu at 0", f_leaky_relu, k, 3, (double[]){0.2, 0.2, 1});
     expect_grad("elu at 0", f_elu, k, 3, (double[]){1.3 * exp(-1.0), 1.3, 1});
     /* torch 2.x with scalar bounds: no gradient at a bound (torch 1.13 passed it) */

@@ -35,10 +35,12 @@ RULE(sigmoid) {
     gin[0] = nb_mul(g, nb_mul(s, nb_sub(nb_ones_like(s), s)));
     return NB_OK;
 }
-/* torch's threshold_backward: g where x > 0, else 0 (a NaN x too).  One select against a rank-0
- * zero (never materialized) instead of g * mask: no bool -> float conversion pass, no negated mask. */
+/* torch's threshold_backward(g, result, 0), as torch's relu calls it: g where the result is not 0
+ * (x > 0, and a NaN x, whose result NaN torch also lets g through), else 0.  One select with the
+ * result itself as the condition (a float condition's truth is != 0) against a rank-0 zero (never
+ * materialized): no comparison pass, no mask. */
 RULE(relu) {
-    gin[0] = nb_where(nb_gt(X, 0.0), g, nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)));
+    gin[0] = nb_where(n->out, g, nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)));
     return NB_OK;
 }
 RULE(leaky_relu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_full_like(X, P0))); return NB_OK; }
