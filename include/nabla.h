@@ -1943,7 +1943,8 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st);
  */
 char *nb_compiled_report(const nb_compiled *c);
 /** How compiled plans run fused kernels on the CPU, one line of text (static): "on: " and then
- *  either that elementwise kernels are compiled at run time and row kernels interpreted, or that
+ *  either that elementwise kernels and the elementwise stages of row kernels are compiled at run
+ *  time (row reductions stay the built-in kernels), or that
  *  every kernel runs on a tiled interpreter of the built-in kernels and why no compiler runs
  *  (NB_JIT=0, none found, a different compiler): slower, the same results.  "off" when NB_FUSE=0
  *  (each op its own step; for comparisons).

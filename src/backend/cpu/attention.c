@@ -129,9 +129,12 @@ AT_ROWS(double)
                 if (alpha != 1)                                                                                \
                     for (int64_t e = 0; e < dv; e++) acc[r * dv + e] = (T)(acc[r * dv + e] * alpha);          \
             }                                                                                                  \
-            nb_gemm gv = {DT, rows, dv, cols, s, TK, 1, v + j0 * dv, dv, 1, ot, dv, NULL, NULL, NULL, 0, 0};           \
+            /* acc + P V into the other buffer by the GEMM's epilogue (no pass of its own), then swapped */    \
+            nb_gemm gv = {DT, rows, dv, cols, s, TK, 1, v + j0 * dv, dv, 1, ot, dv, NULL, NULL, acc, dv, 1};            \
             nb__gemm(&gv, ws, 1);                                                                              \
-            for (int64_t e = 0; e < rows * dv; e++) acc[e] += ot[e];                                           \
+            T *sw = acc;                                                                                       \
+            acc = ot;                                                                                          \
+            ot = sw;                                                                                           \
         }                                                                                                      \
         for (int64_t r = 0; r < rows; r++) {                                                                   \
             for (int64_t e = 0; e < dv; e++)                                                                   \
