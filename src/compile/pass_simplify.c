@@ -1,8 +1,9 @@
 /*
  * pass_simplify.c — exact algebraic simplifications (the list and the
  * reasoning are in passes.h): identities of one-element constants (x*1,
- * x/1, x-(+0), x+(-0), x**1), neg of neg, no-op casts, views and where, and
- * chains of reshapes or permutes collapsed into one.  Each rule gives the
+ * x/1, x-(+0), x+(-0), x**1), neg of neg, no-op casts, views and where,
+ * chains of reshapes or permutes collapsed into one, and a matmul's only
+ * reader adding to it folded into addmm.  Each rule gives the
  * same bits, dtype, shape and weak flag, and keeps the layout a reduction
  * downstream would see (see "Layout" in passes.h).
  */
@@ -12,7 +13,17 @@
 
 typedef struct simplify_ctx {
     bool *layout_free; /* g node -> no reduction-like op reads it (through views) and it is no output */
+    int *readers;      /* g node -> reads of its values by nodes and outputs */
 } simplify_ctx;
+
+/* readers[id] for every node of g: how many node inputs and graph outputs read one of its values. */
+static void count_readers(const nb_graph *g, int *readers) {
+    for (int id = 0; id < g->n; id++) readers[id] = 0;
+    for (int id = 0; id < g->n; id++)
+        for (int i = 0; i < g->nodes[id].n_in; i++)
+            if (g->nodes[id].in[i].node >= 0) readers[g->nodes[id].in[i].node]++;
+    for (int i = 0; i < g->n_outputs; i++) readers[g->outputs[i].node]++;
+}
 
 /* Kinds whose result may depend on the strides of their input (beyond its elements): float
  * reductions pick their summation order from them; scatter_add and the window ops accumulate
@@ -164,6 +175,29 @@ static nb_status rewrite(nb_rw *rw, int32_t id, const nb_gnode *nd, nb_gnode *r,
     return st;
 }
 
+/* matmul(a, b) + c or c + matmul(a, b) as addmm(c, a, b) (the CPU backend adds c in the GEMM's
+ * epilogue; either way round(a @ b) + c, the same bits as float addition commutes), when the add
+ * reads the product's only use, c has the product's dtype and the sum the product's metadata
+ * (c broadcasts to the product, not the product to c).  The matmul is left unread for dce. */
+static nb_status add_into_matmul(nb_rw *rw, int32_t id, const nb_gnode *nd, bool *done) {
+    const simplify_ctx *c = rw->ctx;
+    for (int side = 0; side < 2 && !*done; side++) {
+        nb_gval p = nd->in[side], addend = nd->in[1 - side];
+        const nb_gnode *pn = p.node >= 0 ? op_node(rw, p, NB_OP_MATMUL) : NULL;
+        int32_t from = pn ? rw->origin[p.node] : -1;
+        if (from < 0 || c->readers[from] != 1 || addend.node < 0) continue;
+        const nb_meta *cm = &nb__rw_node(rw, addend)->out[addend.out];
+        if (cm->dtype != pn->out[0].dtype || !nb__meta_equal(&pn->out[0], &nd->out[0])) continue;
+        nb_gnode r = *pn;
+        r.op = NB_OP_ADDMM;
+        r.n_in = 3;
+        r.in[2] = addend;
+        nb_status st = rewrite(rw, id, nd, &r, false, ANY_LAYOUT, done);
+        if (st != NB_OK) return st;
+    }
+    return NB_OK;
+}
+
 /* The pass's visit: the first rule that applies to node id replaces it (or appends its rewritten
  * form); otherwise the node is kept as it is. */
 static nb_status simplify_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
@@ -187,6 +221,7 @@ static nb_status simplify_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
         int zb = zero_sign(rw, b), za = zero_sign(rw, a);
         done = exact_arith(dt) && (((fl ? zb < 0 : zb != 0) && replace(rw, id, nd, a, SAME_LAYOUT)) ||
                                    ((fl ? za < 0 : za != 0) && replace(rw, id, nd, b, SAME_LAYOUT)));
+        if (!done) st = add_into_matmul(rw, id, nd, &done);
         break;
     }
     case NB_OP_POW: done = (dt == NB_F32 || dt == NB_F64) && is_one(rw, b) && replace(rw, id, nd, a, SAME_LAYOUT); break;
@@ -233,10 +268,17 @@ static nb_status simplify_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
 nb_status nb__pass_simplify(const nb_graph *g, nb_graph **out, int32_t **origin, nb_pass_stats *st) {
     const char *pass = "optimize_simplify";
     if (!g) return nb__rw_run(pass, g, simplify_visit, NULL, out, origin, st); /* reports the NULL */
-    simplify_ctx c = {.layout_free = nb__malloc(sizeof(bool) * (size_t)(g->n ? g->n : 1))};
-    if (!c.layout_free) return nb__rw_oom(pass, g, out, origin, st);
+    simplify_ctx c = {.layout_free = nb__malloc(sizeof(bool) * (size_t)(g->n ? g->n : 1)),
+                      .readers = nb__malloc(sizeof(int) * (size_t)(g->n ? g->n : 1))};
+    if (!c.layout_free || !c.readers) {
+        nb__free(c.layout_free);
+        nb__free(c.readers);
+        return nb__rw_oom(pass, g, out, origin, st);
+    }
     find_layout_free(g, c.layout_free);
+    count_readers(g, c.readers);
     nb_status s = nb__rw_run(pass, g, simplify_visit, &c, out, origin, st);
     nb__free(c.layout_free);
+    nb__free(c.readers);
     return s;
 }

@@ -59,7 +59,9 @@
  * x+(-0), (-0)+x, x**1 (float x), neg(neg(x)), cast of x to its own dtype,
  * where(c, x, x), detach(x), reshape to x's shape, reshape of a reshape (one
  * reshape), expand to x's shape, identity permute, permute of a permute (one
- * permute).  "1" and "0" are one-element CONST nodes (weak or not) read in
+ * permute), matmul(a, b) + c (either order) whose add is the product's only
+ * reader into addmm(c, a, b) (c of the product's dtype, broadcast to its
+ * shape: the product rounded, then c added, as before).  "1" and "0" are one-element CONST nodes (weak or not) read in
  * their own dtype.  A rule fires only when the result's dtype, shape and weak
  * flag equal those of the value it is replaced by.  The arithmetic rules (and
  * neg of neg) are limited to f32 / f64 and integer / bool results: f16 and
