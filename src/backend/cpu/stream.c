@@ -8,9 +8,12 @@
  * §18): y = x·1.5 + 0.5 over 8–256 MiB took 0.70–0.78 of the time with
  * non-temporal stores (SSE2 `movntdq`) than with ordinary ones, the next op's
  * read of y included; at 1–4 MiB (within the two cores' L2) ordinary stores
- * won by 1.2–1.6x.  So kernels compute into a block that stays in L1 and
- * stream it out when the call's outputs are larger than the L2 caches of
- * the threads that run it.  The bytes written are the same either way.
+ * won by 1.2–1.6x.  So row kernels (fused.c) compute such outputs into a
+ * block that stays in L1 and stream it out when the call's outputs are
+ * larger than the L2 caches of the threads that run it.  (Elementwise fused
+ * kernels and eager ops measured slower that way on the same VM, where the
+ * benchmarks' buffers stay in a large L3: they keep ordinary stores.)  The
+ * bytes written are the same either way.
  */
 #include "kernels.h"
 
