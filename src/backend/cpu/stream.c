@@ -6,7 +6,7 @@
  * another moves three arrays' bytes, where memcpy (glibc's, past its own
  * threshold) moves two.  Measured on the 2-core AVX-512 VM (bench/RESULTS.md
  * §18): y = x·1.5 + 0.5 over 8–256 MiB took 0.70–0.78 of the time with
- * non-temporal stores (SSE2 `movntdq`) than with ordinary ones, the next op's
+ * non-temporal stores (AVX-512 `vmovntps`) than with ordinary ones, the next op's
  * read of y included; at 1–4 MiB (within the two cores' L2) ordinary stores
  * won by 1.2–1.6x.  So row kernels (fused.c) compute such outputs into a
  * block that stays in L1 and stream it out when the call's outputs are
