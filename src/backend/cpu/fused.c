@@ -314,10 +314,12 @@ static void jit_rows_staged(const jit_call *c, int64_t n, char *const *ptr, cons
     }
 }
 
-/* n elements along the innermost axis: one call where every FULL operand is contiguous and no
- * output streams, else staged (the generated loop takes contiguous operands only, see
- * jit_source.c; a streamed output is computed into a block, then stored past the caches). */
-static void jit_span(const jit_call *c, int64_t n, char *const *ptr, const int64_t *bs) {
+/* n elements along the innermost axis (the iterator's callback, ctx a jit_call): one call where
+ * every FULL operand is contiguous and no output streams, else staged (the generated loop takes
+ * contiguous operands only, see jit_source.c; a streamed output is computed into a block, then
+ * stored past the caches). */
+static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
+    const jit_call *c = ctx;
     const fk_plan *P = c->P;
     const nb_fkernel *k = P->k;
     bool staged[NB_FK_MAX_IO], direct = true;
@@ -329,9 +331,6 @@ static void jit_span(const jit_call *c, int64_t n, char *const *ptr, const int64
     if (direct) c->fn(n, ptr, c->prm, c->uni, 0, P->may_share && shares_memory(P, n, ptr));
     else jit_rows_staged(c, n, ptr, bs, staged);
 }
-
-/* The iterator's callback. */
-static void jit_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) { jit_span(ctx, n, ptr, bs); }
 
 static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *const *out, int *ran) {
     const nb_fkernel *k = P->k;
@@ -513,34 +512,38 @@ static void tile_vals(const fk_plan *P, fk_val *v, const int64_t *loff, int64_t 
             v[val] = full_val(P, val, loff, t0, f, rowbuf);
 }
 
-/* Stage s of one row: its FULL instructions over the row's tiles. */
+/* One line of stage S (starting at row position f0, operand offsets loff) in one call of its
+ * compiled kernel: FULL operands at the line, ROW and UNIFORM ones as the row's elements. */
+static void compiled_line(const fk_plan *P, const fk_stage *S, const fk_val *v, const int64_t *loff, int64_t f0,
+                          int64_t len_line, char *rowbuf) {
+    char *ptr[NB_FK_MAX_IO];
+    int64_t bs[NB_FK_MAX_IO];
+    const void *uni[NB_FK_MAX_IO];
+    for (int o = 0; o < S->sub.nops; o++) {
+        fk_val x = o >= S->k.nin || S->in_level[o] == NB_FL_FULL ? full_val(P, S->src[o], loff, 0, f0, rowbuf) : v[S->src[o]];
+        ptr[o] = x.p;
+        bs[o] = x.s;
+        uni[o] = x.p; /* read for the UNIFORM loads only */
+    }
+    jit_rows(&(jit_call){&S->sub, S->fn, S->prm, uni, P->streams ? S->stream : NULL}, len_line, ptr, bs);
+}
+
+/* Stage s of one row: its FULL instructions over the row's lines, compiled or in tiles. */
 static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*scratch)[BUF_BYTES],
                       char (*stage)[BUF_BYTES]) {
     const nb_fkernel *k = P->k;
     int q0 = P->stage_start[s], q1 = P->stage_start[s + 1], last = P->ninner - 1;
     if (q0 == q1) return;
     int64_t len_line = P->ishape[last], lidx[NB_MAX_DIMS] = {0};
+    const fk_stage *S = P->stages && P->stages[s].fn ? &P->stages[s] : NULL;
     for (int64_t f0 = 0; f0 < P->L; f0 += len_line) {
         int64_t loff[NB_FK_MAX_IO];
         for (int o = 0; o < P->nops; o++) {
             loff[o] = ooff[o];
             for (int d = 0; d < last; d++) loff[o] += lidx[d] * P->istr[o][d];
         }
-        const fk_stage *S = P->stages ? &P->stages[s] : NULL;
-        if (S && S->fn) { /* the whole line in one call of the stage's compiled kernel */
-            char *ptr[NB_FK_MAX_IO];
-            int64_t bs[NB_FK_MAX_IO];
-            const void *uni[NB_FK_MAX_IO];
-            for (int o = 0; o < S->sub.nops; o++) {
-                fk_val x = o >= S->k.nin || S->in_level[o] == NB_FL_FULL ? full_val(P, S->src[o], loff, 0, f0, rowbuf)
-                                                                         : v[S->src[o]];
-                ptr[o] = x.p;
-                bs[o] = x.s;
-                uni[o] = x.p; /* read for the UNIFORM loads only */
-            }
-            jit_span(&(jit_call){&S->sub, S->fn, S->prm, uni, P->streams ? S->stream : NULL}, len_line, ptr, bs);
-        }
-        for (int64_t t0 = 0; t0 < len_line && !(S && S->fn); t0 += TILE) {
+        if (S) compiled_line(P, S, v, loff, f0, len_line, rowbuf);
+        else for (int64_t t0 = 0; t0 < len_line; t0 += TILE) {
             int64_t len = len_line - t0 < TILE ? len_line - t0 : TILE;
             tile_vals(P, v, loff, t0, f0 + t0, rowbuf);
             for (int q = q0; q < q1; q++) {

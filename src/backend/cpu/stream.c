@@ -25,6 +25,7 @@
 #endif
 
 static _Atomic int64_t stream_min = -1; /* bytes; -1: L2 per core times the thread count */
+static _Atomic int64_t l2_bytes;          /* 0 until first asked (sysconf runs cpuid: a VM exit each) */
 
 void nb__cpu_stream_set_min(int64_t bytes) { atomic_store(&stream_min, bytes < 0 ? -1 : bytes); }
 
@@ -32,8 +33,13 @@ bool nb__cpu_stream_worth(int64_t out_bytes) {
     int64_t min = atomic_load(&stream_min);
     if (min < 0) {
 #if defined(__SSE2__)
-        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        min = (int64_t)(l2 > 0 ? l2 : 1 << 20) * nb_get_num_threads();
+        int64_t l2 = atomic_load(&l2_bytes);
+        if (l2 == 0) {
+            long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+            l2 = b > 0 ? b : 1 << 20;
+            atomic_store(&l2_bytes, l2);
+        }
+        min = l2 * nb_get_num_threads();
 #else
         return false; /* no streaming store: stream_store would be memcpy */
 #endif
@@ -70,9 +76,9 @@ void nb__cpu_stream_store(char *dst, const char *src, size_t n) {
 #if defined(__SSE2__)
     /* one store instruction per 64 bytes where the kernels' ISA has them: 16-byte ones cost a
      * compute-bound kernel (gelu) about 10% */
-    const char *isa = nb__cpu_kernels()->isa;
-    if (strcmp(isa, "avx512") == 0) store64(dst, src, n);
-    else if (strcmp(isa, "avx2") == 0) store32(dst, src, n);
+    const nb_cpu_kernels *k = nb__cpu_kernels();
+    if (k == &nb__kernels_avx512) store64(dst, src, n);
+    else if (k == &nb__kernels_avx2) store32(dst, src, n);
     else store16(dst, src, n);
 #else
     memcpy(dst, src, n);
