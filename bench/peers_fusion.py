@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""peers_fusion.py — the peers of bench_fusion.c: the same three workloads with JAX jit,
+"""peers_fusion.py — the peers of bench_fusion.c: the same four workloads with JAX jit,
 torch.compile and PyTorch eager (and NumPy for gelu's formula), timed the same way: median of
 NB_BENCH_REPS (5) calls after 2 warm-up calls (compilation happens in the warm-up; its time is
 printed separately).  Prints lines "case=<name> impl=<peer> ms=<median> min=.. max=..", which
 bench_fusion.sh puts beside nabla's.  Threads: the caller pins the process (taskset) and sets
 NB_BENCH_THREADS (torch.set_num_threads; XLA has no flag, the pinning limits it).
 
-  python3 peers_fusion.py [--only gelu|softmax|layer_norm] [--peers jax,torch-compile,torch-eager]
+  python3 peers_fusion.py [--only gelu|softmax|layer_norm|col_sum] [--peers jax,torch-compile,torch-eager]
 """
 import argparse
 import os
@@ -38,7 +38,7 @@ def main():
     rows = int(os.environ.get("NB_BENCH_ROWS", "8192"))
     cols = int(os.environ.get("NB_BENCH_COLS", "4096"))
     peers = a.peers.split(",")
-    cases = [c for c in ("gelu", "softmax", "layer_norm") if not a.only or c == a.only]
+    cases = [c for c in ("gelu", "softmax", "layer_norm", "col_sum") if not a.only or c == a.only]
 
     def report(case, impl, r):
         med, lo, hi, warm = r
@@ -57,6 +57,7 @@ def main():
                 "softmax": lambda x: jax.nn.softmax(x, axis=-1),
                 "layer_norm": lambda x: (x - x.mean(-1, keepdims=True))
                 * jax.lax.rsqrt(x.var(-1, keepdims=True) + 1e-5),
+                "col_sum": lambda x: jnp.sum(jax.nn.relu(x) * 0.5, axis=0),
             }
             for c in cases:
                 shape = (n,) if c == "gelu" else (rows, cols)
@@ -74,6 +75,7 @@ def main():
                 "gelu": lambda x: torch.nn.functional.gelu(x * 1.5 + 0.5),
                 "softmax": lambda x: torch.softmax(x, -1),
                 "layer_norm": lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],), eps=1e-5),
+                "col_sum": lambda x: (torch.relu(x) * 0.5).sum(0),
             }
             for c in cases:
                 shape = (n,) if c == "gelu" else (rows, cols)

@@ -1906,7 +1906,8 @@ char *nb_compiled_to_dot(const nb_compiled *c);
  * elimination, constant folding, algebraic identities such as x*1 -> x; none
  * changes a result bit), then fuses chains of elementwise ops and their
  * reductions over trailing axes (softmax, layer_norm and log-sum-exp rows,
- * the terms of a loss) into kernels that read and write memory once, and
+ * the terms of a loss) or sums over leading axes (a bias gradient's sum over
+ * the batch) into kernels that read and write memory once, and
  * plans where the intermediates of a run live in one arena (buffers reused
  * once their values are dead, elementwise results written over dead inputs
  * in place).  A fused plan's results equal the ops run one by one bit for
@@ -1936,15 +1937,15 @@ nb_status nb_compiled_stats_get(const nb_compiled *c, nb_compiled_stats *st);
 /**
  * The compile report of c as text: the passes' counts, each fused kernel with
  * its domain (dims symbolic where the graph's are) and ops, each missed fusion
- * with its reason (a dtype fused kernels do not compute, a reduction over
+ * with its reason (a dtype fused kernels do not compute, a max over
  * leading axes, ...), and the memory plan of the last run (sum of the
  * intermediates, the liveness lower bound, the arena).  Free it with
  * nb_free_string.  NULL with NB_ERR_NULL or NB_ERR_OOM.
  */
 char *nb_compiled_report(const nb_compiled *c);
 /** How compiled plans run fused kernels on the CPU, one line of text (static): "on: " and then
- *  either that elementwise kernels and the elementwise stages of row kernels are compiled at run
- *  time (row reductions stay the built-in kernels), or that
+ *  either that elementwise kernels and the elementwise stages of row and column kernels are
+ *  compiled at run time (their reductions stay the built-in kernels), or that
  *  every kernel runs on a tiled interpreter of the built-in kernels and why no compiler runs
  *  (NB_JIT=0, none found, a different compiler): slower, the same results.  "off" when NB_FUSE=0
  *  (each op its own step; for comparisons).

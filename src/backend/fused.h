@@ -1,22 +1,25 @@
 /*
  * fused.h — the fused-kernel program: what the compiler's fusion pass
  * (src/compile/fuse.c) hands a backend that can run several elementwise ops
- * and row reductions as one pass over memory (the CPU backend's tiled
- * interpreter, src/backend/cpu/fused.c).
+ * and reductions as one pass over memory (the CPU backend's tiled
+ * interpreter, src/backend/cpu/fused.c and fused_cols.c).
  *
  * A kernel computes over a domain shape D.  Its values are numbered: the
  * loads first (0 .. nin-1, tensors given at run time), then one value per
  * instruction (nin + j).  Each value has a level:
  *   UNIFORM  one element for the whole domain (scalars, and ops on them);
- *   ROW      one element per row: D's first ndim - nred axes are the rows,
- *            its last nred axes (the inner axes) are reduced away;
+ *   ROW      one element per row: nred of D's axes (the reduced axes) are
+ *            reduced away, the others index the rows.  In a row kernel the
+ *            reduced axes are D's last nred (the inner axes); in a column
+ *            kernel (lead) its first nred, and a "row" is then a column;
  *   FULL     one element per position of D.
  * An instruction's level is the highest of its operands', except a
- * reduction (SUM, MAX, MIN, PROD over the inner axes of a FULL value),
- * which is ROW.  Every instruction computes exactly what the eager op
- * would (the same per-ISA kernels, the same conversions, a reduction in
- * the same order as the eager reduction of a contiguous tensor), so a fused
- * plan gives the same bits as running its ops one by one.
+ * reduction (SUM, MAX, MIN, PROD over the reduced axes of a FULL value;
+ * a column kernel's reductions are SUMs), which is ROW.  Every instruction
+ * computes exactly what the eager op would (the same per-ISA kernels, the
+ * same conversions, a reduction in the same order as the eager reduction of
+ * a contiguous tensor), so a fused plan gives the same bits as running its
+ * ops one by one.
  */
 #ifndef NB_FUSED_H
 #define NB_FUSED_H
@@ -46,7 +49,9 @@ typedef struct nb_finstr {
 
 typedef struct nb_fkernel {
     int nin, ninstr, nout;
-    int nred;                /* inner (reduced) axes of the domain; 0: no reductions, no ROW values */
+    int nred;                /* reduced axes of the domain; 0: no reductions, no ROW values */
+    bool lead;               /* the reduced axes are the domain's first nred (a column kernel: its
+                                FULL values depend on no reduction), not its last */
     nb_dtype *in_dtype;      /* per load */
     nb_flevel *in_level;     /* per load: UNIFORM loads have one element, ROW loads are constant
                                 along the inner axes */

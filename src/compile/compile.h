@@ -18,11 +18,13 @@ typedef enum nb_fuse_miss {
     NB_FUSE_OK,          /* fused, or not of a fusible kind */
     NB_FUSE_MISS_KIND,   /* its op kind never fuses (matmul, gather, views, …) */
     NB_FUSE_MISS_DTYPE,  /* a dtype the fused kernels do not compute (integers, halves) */
-    NB_FUSE_MISS_AXES,   /* a reduction over axes other than the trailing ones */
+    NB_FUSE_MISS_AXES,   /* a reduction over axes neither trailing nor leading, or a max / min / prod
+                            over leading ones */
     NB_FUSE_MISS_SHAPE,  /* its shape fits none of its producers' kernels */
     NB_FUSE_MISS_CYCLE,  /* joining would put a kernel on both sides of another step */
     NB_FUSE_MISS_LIMIT,  /* the kernel would exceed its operand or instruction limits */
     NB_FUSE_MISS_ALONE,  /* no fusible producer or consumer */
+    NB_FUSE_MISS_PASS,   /* reads a column reduction's result along the reduced axes (a second pass) */
     NB_FUSE_MISS_COUNT
 } nb_fuse_miss;
 
@@ -52,15 +54,18 @@ static inline bool nb__dims_all_one(const int64_t *s, int n) {
  *  NB_FK_MAX_INSTR. */
 #define NB_FUSE_MAX_MEMBERS (NB_FK_MAX_INSTR / 3)
 
-/** A fusion group's domain: nd dims (symbolic ones allowed), the last nred of them reduced. */
+/** A fusion group's domain: nd dims (symbolic ones allowed), nred of them reduced: the last ones
+ *  (rows), or with lead the first ones (columns). */
 typedef struct nb_fdomain {
     int64_t dom[NB_MAX_DIMS];
     int nd, nred;
+    bool lead;
 } nb_fdomain;
-/** Is s[ns] the ROW shape of d without its reduced axes (a reduction's result without keepdim,
- *  which lines up with the outer axes)? */
+/** Is s[ns] the ROW shape of row domain d without its reduced axes (a row reduction's result
+ *  without keepdim, which lines up with the outer axes)?  A column reduction's result keeps its
+ *  trailing axes, so it lines up as broadcasting does. */
 static inline bool nb__fdomain_outer_row(const nb_fdomain *d, const int64_t *s, int ns) {
-    return d->nred > 0 && ns == d->nd - d->nred && !memcmp(s, d->dom, sizeof(int64_t) * (size_t)ns);
+    return d->nred > 0 && !d->lead && ns == d->nd - d->nred && !memcmp(s, d->dom, sizeof(int64_t) * (size_t)ns);
 }
 /** The kernel of the fusion group members[0..n) (op nodes of g, in id order) over domain d into
  *  *f; ext[slot]: the value is read outside the group (it becomes an output).  NB_OK,

@@ -25,7 +25,7 @@ static void dot_kernel(nb__text *b, const nb_graph *g, const nb_fstep *f, int fi
     nb__text_printf(b, "  k%d [shape=box3d, label=\"fused kernel %d (step %d, frees %d)\\n", fid, fid, k, nfree);
     for (int i = 0; i < f->nmember; i++)
         nb__text_printf(b, "%s%s", i ? (i % 6 ? ", " : ",\\n") : "", nb__ops[g->nodes[f->member[i]].op].name);
-    nb__text_printf(b, "\\n%d loads, %d outputs%s\"];\n", f->k.nin, f->k.nout, f->k.nred ? ", row reductions" : "");
+    nb__text_printf(b, "\\n%d loads, %d outputs%s\"];\n", f->k.nin, f->k.nout, !f->k.nred ? "" : f->k.lead ? ", column reductions" : ", row reductions");
     for (int j = 0; j < f->k.nin; j++) {
         bool dup = false; /* one edge per producer */
         for (int i = 0; i < j; i++) dup |= f->load_slot[i] / NB_MAX_OUTS == f->load_slot[j] / NB_MAX_OUTS;

@@ -1,11 +1,14 @@
 /*
  * fuse.c — the fusion pass: groups a schedule's elementwise ops (unary,
- * binary, where, casts) and their reductions over trailing axes into fused
- * kernels (backend/fused.h) that a backend runs in one pass over memory.
+ * binary, where, casts) and their reductions over trailing axes (rows) or
+ * sums over leading axes (columns) into fused kernels (backend/fused.h)
+ * that a backend runs in one pass over memory.
  *
- * A group has a domain D and a count nred of inner (reduced) axes; each of
- * its nodes has D's shape (FULL), D's shape with the inner axes reduced
- * away, kept as 1 or dropped (ROW), or one element (UNIFORM).  Nodes join
+ * A group has a domain D and a count nred of reduced axes, D's last ones
+ * (a row group) or its first ones (a column group); each of its nodes has
+ * D's shape (FULL), D's shape with the reduced axes reduced away, kept as 1
+ * or dropped (ROW), or one element (UNIFORM).  A column group is one pass
+ * down its columns: no FULL node in it reads a reduction.  Nodes join
  * the groups of their producers greedily in schedule order when the shapes
  * agree and the merged group stays acyclic (no path leaves the group and
  * comes back: the kernel runs as one step).  A value of a group that
@@ -66,6 +69,16 @@ static int trailing_axes(const nb_gnode *nd, const nb_meta *in) {
     return r;
 }
 
+/* The leading-axis count a REDUCE node reduces (its axes are the first r of its input, and not
+ * all of them: those are trailing), or 0. */
+static int leading_axes(const nb_gnode *nd, const nb_meta *in) {
+    const nb_attrs *a = &nd->attrs;
+    if (a->naxes < 1 || a->naxes >= in->ndim) return 0;
+    for (int i = 0; i < a->naxes; i++)
+        if (a->axes[i] >= a->naxes) return 0;
+    return a->naxes;
+}
+
 /* NB_FUSE_OK when node nd can be part of a fused kernel, else why not. */
 static nb_fuse_miss fusible(const nb_graph *g, const nb_gnode *nd) {
     if (nd->n_out != 1) return NB_FUSE_MISS_KIND;
@@ -97,7 +110,7 @@ static nb_fuse_miss fusible(const nb_graph *g, const nb_gnode *nd) {
         return float_dt(m->dtype) || m->dtype == NB_BOOL ? NB_FUSE_OK : NB_FUSE_MISS_DTYPE;
     case NB_KIND_REDUCE:
         if (!float_dt(in0->dtype) || m->dtype != in0->dtype) return NB_FUSE_MISS_DTYPE;
-        return trailing_axes(nd, in0) ? NB_FUSE_OK : NB_FUSE_MISS_AXES;
+        return trailing_axes(nd, in0) || (op == NB_OP_SUM && leading_axes(nd, in0)) ? NB_FUSE_OK : NB_FUSE_MISS_AXES;
     default: return NB_FUSE_MISS_KIND;
     }
 }
@@ -114,6 +127,18 @@ static bool row_shape(const int64_t *s, int ns, const int64_t *d, int nd, int r)
     return ns == nd && nb__dims_all_one(s + nd - r, r);
 }
 
+/* Is shape s[ns] a ROW shape of domain d[nd] with r leading reduced axes: r ones (keepdim) or
+ * nothing, then the kept dims? */
+static bool col_shape(const int64_t *s, int ns, const int64_t *d, int nd, int r) {
+    return r >= 1 && r < nd && (ns == nd - r || (ns == nd && nb__dims_all_one(s, r))) &&
+           same_dims(s + ns - (nd - r), d + r, nd - r);
+}
+
+/* Is shape s[ns] a ROW shape of reduced domain d? */
+static bool part_shape(const int64_t *s, int ns, const nb_fdomain *d) {
+    return d->lead ? col_shape(s, ns, d->dom, d->nd, d->nred) : row_shape(s, ns, d->dom, d->nd, d->nred);
+}
+
 
 static fgrp state_of(const nb_graph *g, const nb_gnode *nd) {
     fgrp s = {.count = 1};
@@ -123,6 +148,10 @@ static fgrp state_of(const nb_graph *g, const nb_gnode *nd) {
         s.d.nd = in->ndim;
         memcpy(s.d.dom, in->shape, sizeof(int64_t) * (size_t)in->ndim);
         s.d.nred = trailing_axes(nd, in);
+        if (!s.d.nred) {
+            s.d.nred = leading_axes(nd, in);
+            s.d.lead = true;
+        }
         return s;
     }
     s.d.nd = m->ndim;
@@ -147,9 +176,10 @@ static bool combine(fgrp *a, const fgrp *b) {
         *x = t.d;
         return true;
     }
-    if (x->nred > 0 && y->nred > 0) return x->nd == y->nd && x->nred == y->nred && same_dims(x->dom, y->dom, x->nd);
+    if (x->nred > 0 && y->nred > 0)
+        return x->nd == y->nd && x->nred == y->nred && x->lead == y->lead && same_dims(x->dom, y->dom, x->nd);
     if (x->nred > 0) /* b: plain values of one shape, FULL or ROW here */
-        return (y->nd == x->nd && same_dims(y->dom, x->dom, x->nd)) || row_shape(y->dom, y->nd, x->dom, x->nd, x->nred);
+        return (y->nd == x->nd && same_dims(y->dom, x->dom, x->nd)) || part_shape(y->dom, y->nd, x);
     if (x->nd == y->nd && same_dims(x->dom, y->dom, x->nd)) return true;
     for (int r = 1; r <= x->nd || r <= y->nd; r++) { /* one is a ROW shape of the other: a row group */
         if (row_shape(y->dom, y->nd, x->dom, x->nd, r)) {
@@ -258,6 +288,40 @@ static int outside_values(fuser *F, int32_t n, const int32_t *roots, int k) {
     return ns;
 }
 
+/* Can node n and the groups roots[0..k) (at most MAX_MEMBERS nodes) run as a column group over
+ * domain d in one pass down the columns: does no FULL member read a value that a member
+ * reduction gives (directly or through per-column members)? */
+static bool one_pass(fuser *F, int32_t n, const int32_t *roots, int k, const nb_fdomain *d) {
+    const nb_graph *g = F->g;
+    uint32_t in_set = ++F->epoch, after = ++F->epoch;
+    int32_t members[MAX_MEMBERS + 1];
+    int nm = 0;
+    members[nm++] = n;
+    F->mark[n] = in_set;
+    for (int i = 0; i < k; i++)
+        for (int32_t x = F->grp[roots[i]].head; x >= 0; x = F->next[x]) {
+            members[nm++] = x;
+            F->mark[x] = in_set;
+        }
+    for (int i = 1; i < nm; i++) /* id order: a topological one */
+        for (int j = i; j > 0 && members[j] < members[j - 1]; j--) {
+            int32_t t = members[j];
+            members[j] = members[j - 1];
+            members[j - 1] = t;
+        }
+    for (int i = 0; i < nm; i++) {
+        const nb_gnode *nd = &g->nodes[members[i]];
+        bool reads = false;
+        for (int j = 0; j < nd->n_in; j++) reads |= nd->in[j].node >= 0 && F->mark[nd->in[j].node] == after;
+        const nb_meta *m = &nd->out[0];
+        bool full = m->ndim == d->nd && same_dims(m->shape, d->dom, m->ndim);
+        if (nb__ops[nd->op].kind == NB_KIND_REDUCE) F->mark[members[i]] = after;
+        else if (reads && full) return false;
+        else if (reads) F->mark[members[i]] = after;
+    }
+    return true;
+}
+
 /* ---- grouping ---- */
 
 /* Join node n with the groups roots[0..k) (n alone when k = 0); false (reason in *why) when
@@ -276,17 +340,18 @@ static bool try_join(fuser *F, int32_t n, const int32_t *roots, int k, uint8_t *
         count += G->count;
         if (G->minid < minid) minid = G->minid;
     }
-    /* a reduction's input is FULL and its axes are the group's inner axes */
-    if (nb__ops[nd->op].kind == NB_KIND_REDUCE &&
-        (st.d.nd != own.d.nd || st.d.nred != own.d.nred || !same_dims(st.d.dom, own.d.dom, st.d.nd))) {
+    /* a reduction's input is FULL and its axes are the group's reduced axes */
+    bool reduce = nb__ops[nd->op].kind == NB_KIND_REDUCE;
+    if (reduce && (st.d.nd != own.d.nd || st.d.nred != own.d.nred || st.d.lead != own.d.lead ||
+                   !same_dims(st.d.dom, own.d.dom, st.d.nd))) {
         *why = NB_FUSE_MISS_SHAPE;
         return false;
     }
+    const nb_meta *m = &nd->out[0];
     /* a ROW value without its reduced axes ([B] of a [B, C] domain) lines up with the outer axes
      * only among values of its own shape: broadcast against a larger one it aligns with the
      * trailing axes instead, so such a consumer stays out */
-    const nb_meta *m = &nd->out[0];
-    if (nb__ops[nd->op].kind != NB_KIND_REDUCE && !nb__fdomain_outer_row(&st.d, m->shape, m->ndim))
+    if (!reduce && !nb__fdomain_outer_row(&st.d, m->shape, m->ndim))
         for (int i = 0; i < nd->n_in; i++) {
             int32_t p = nd->in[i].node;
             if (F->g->nodes[p].kind != NB_GNODE_OP || F->parent[p] < 0) continue;
@@ -301,6 +366,10 @@ static bool try_join(fuser *F, int32_t n, const int32_t *roots, int k, uint8_t *
         }
     if (count > MAX_MEMBERS || outside_values(F, n, roots, k) > MAX_LOADS) {
         *why = NB_FUSE_MISS_LIMIT;
+        return false;
+    }
+    if (st.d.lead && !one_pass(F, n, roots, k, &st.d)) {
+        *why = NB_FUSE_MISS_PASS;
         return false;
     }
     if (k > 0 && makes_cycle(F, n, roots, k)) {

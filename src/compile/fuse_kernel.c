@@ -30,11 +30,12 @@ typedef struct kbuild {
 } kbuild;
 
 /* The level of a load of metadata m in domain G, aligned with its trailing axes or (outer) with
- * its outer ones: one element, constant along the inner axes, or varying along them. */
+ * its outer ones: one element, constant along the reduced axes, or varying along them. */
 static nb_flevel load_level(const nb_fdomain *G, const nb_meta *m, bool outer) {
     if (nb__dims_all_one(m->shape, m->ndim)) return NB_FL_UNIFORM;
     if (G->nred == 0 || outer) return G->nred ? NB_FL_ROW : NB_FL_FULL;
-    for (int d = G->nd - G->nred; d < G->nd; d++) {
+    int d0 = G->lead ? 0 : G->nd - G->nred;
+    for (int d = d0; d < d0 + G->nred; d++) {
         int j = d - (G->nd - m->ndim);
         if (j >= 0 && m->shape[j] != 1) return NB_FL_FULL;
     }
@@ -129,6 +130,7 @@ static nb_status emit_kernel(kbuild *b, const bool *ext, nb_fstep *f) {
     f->k.nin = b->k.nin;
     f->k.ninstr = b->k.ninstr;
     f->k.nred = b->G->nred;
+    f->k.lead = b->G->lead;
     f->nd = b->G->nd;
     memcpy(f->dom, b->G->dom, sizeof f->dom);
     for (int i = 0; i < b->nmember; i++) {

@@ -12,11 +12,12 @@ static const char *const MISS_REASON[NB_FUSE_MISS_COUNT] = {
     [NB_FUSE_OK] = "fused",
     [NB_FUSE_MISS_KIND] = "its kind never fuses",
     [NB_FUSE_MISS_DTYPE] = "a dtype fused kernels do not compute",
-    [NB_FUSE_MISS_AXES] = "a reduction over axes other than the trailing ones",
+    [NB_FUSE_MISS_AXES] = "a reduction over axes neither trailing nor leading (or a leading max, min or prod)",
     [NB_FUSE_MISS_SHAPE] = "its shape fits no neighbouring kernel",
     [NB_FUSE_MISS_CYCLE] = "joining would make the kernels depend on each other",
     [NB_FUSE_MISS_LIMIT] = "the kernel would exceed its operand or instruction limits",
     [NB_FUSE_MISS_ALONE] = "no fusible neighbour",
+    [NB_FUSE_MISS_PASS] = "it reads a column reduction along the reduced axes (a second pass)",
 };
 
 /* A node of a fusible kind left alone (what the report lists as a missed fusion). */
@@ -62,7 +63,7 @@ char *nb_compiled_report(const nb_compiled *c) {
                                                                                          ? "; fusion off (NB_FUSE=0)" : "");
     for (int f = 0; f < s->nfused; f++) {
         const nb_fstep *k = &s->fused[f];
-        nb__text_printf(&b, "  kernel %d: %s over [", f, k->k.nred ? "row reductions" : "elementwise");
+        nb__text_printf(&b, "  kernel %d: %s over [", f, !k->k.nred ? "elementwise" : k->k.lead ? "column reductions" : "row reductions");
         for (int d = 0; d < k->nd; d++) {
             char dim[64];
             nb__text_printf(&b, d ? ", %s" : "%s", nb__dim_str(dim, k->dom[d]));
@@ -71,7 +72,7 @@ char *nb_compiled_report(const nb_compiled *c) {
         for (int i = 0; i < k->nmember; i++) nb__text_printf(&b, " %s", nb__ops[g->nodes[k->member[i]].op].name);
         if (c->run.valid && c->run.ran && c->run.ran[f] == NB_FK_RAN_OPS)
             nb__text_printf(&b, "; the last run ran these ops one by one (the backend declined: rows longer than it "
-                                "takes, or a reduced input that is not one contiguous run)");
+                                "takes, a reduced input that is not one contiguous run, or a single column)");
         else if (c->run.valid && c->run.ran)
             nb__text_printf(&b, c->run.ran[f] == NB_FK_RAN_COMPILED ? "; the last run: code compiled at run time"
                                                                      : "; the last run: the interpreter");

@@ -1,6 +1,7 @@
 /*
  * fused.c — the CPU backend's fused kernels (backend/fused.h): one pass over
- * memory for a chain of elementwise ops and row reductions.  Elementwise
+ * memory for a chain of elementwise ops and row reductions (column kernels:
+ * fused_cols.c, on the same plan and interpreter).  Elementwise
  * kernels, and each stage of a row kernel's elementwise instructions, run as
  * code compiled at run time (jit.h) where a C compiler runs; everything else
  * (and everything without a compiler) on the interpreter below.
@@ -33,61 +34,13 @@
  * computed the same way whichever thread takes it.
  */
 #include "../backend.h"
-#include "../fused.h"
+#include "fused_plan.h"
 #include "iter.h"
 #include "jit.h"
-#include "kernels.h"
 #include "pool.h"
 #include "../../ops/op_eval.h"
 
 #include <string.h>
-
-enum {
-    TILE = 1024,                  /* elements per tile */
-    MAX_VALS = NB_FK_MAX_IO + NB_FK_MAX_INSTR,
-    MAX_SCRATCH = 16,             /* tile buffers live at once */
-    MAX_ROW = 65536,              /* longest row a row kernel takes: eager sums longer ones in chunks */
-    MAX_ROWBUF_BYTES = 1 << 22,   /* row buffers of one thread */
-    /* one tile buffer: TILE elements of up to 8 bytes, plus a cache line so that consecutive
-     * buffers do not sit a multiple of 4 KiB apart (a load from one and a store to another at
-     * the same offset would then alias in the store buffer: a measured 2-3x slowdown) */
-    BUF_BYTES = TILE * 8 + 64,
-};
-
-/* Where a value lives while the kernel runs. */
-typedef enum fk_home { H_LOAD, H_UNI, H_ROWV, H_OUT, H_ROWBUF, H_SCRATCH } fk_home;
-
-/** A value of the current tile (or row): its first element and byte stride. */
-typedef struct fk_val {
-    char *p;
-    int64_t s;
-} fk_val;
-
-typedef struct fk_stage fk_stage;
-
-typedef struct fk_plan {
-    const nb_fkernel *k;
-    const nb_cpu_kernels *kt;
-    int nval, nstage, nscratch, nrowbuf, nrowv;
-    uint8_t home[MAX_VALS];
-    int16_t hidx[MAX_VALS];              /* output, row buffer, row value or scratch index */
-    uint8_t es[MAX_VALS];                /* element size */
-    int8_t stage[NB_FK_MAX_INSTR];       /* FULL / reduce: its stage; ROW: the stage it runs before */
-    int16_t order[NB_FK_MAX_INSTR];      /* FULL instructions, stage by stage */
-    int16_t stage_start[NB_FK_MAX_INSTR + 1];
-    _Alignas(8) unsigned char uni[MAX_VALS][8];
-    /* geometry: operands are the loads, then the outputs */
-    int nops;
-    char *base[NB_FK_MAX_IO];
-    int64_t L;                           /* row length (row kernels) */
-    int nouter, ninner;
-    int64_t oshape[NB_MAX_DIMS], ostr[NB_FK_MAX_IO][NB_MAX_DIMS];
-    int64_t ishape[NB_MAX_DIMS], istr[NB_FK_MAX_IO][NB_MAX_DIMS]; /* coalesced inner axes, byte strides */
-    char *rowbuf;                        /* per chunk: nrowbuf buffers of L elements of 8 bytes */
-    fk_stage *stages;                    /* row kernels: per stage, its compiled form (NULL: interpreted) */
-    bool streams;                        /* row kernels: the stages' outputs marked in stream go past the caches */
-    bool may_share;                      /* can an output share memory with a load (else no check per call)? */
-} fk_plan;
 
 static int dslot(nb_dtype dt) { return dt == NB_F32 ? 0 : 1; }
 
@@ -116,8 +69,8 @@ static void exec_mask(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d,
     if (o != d.p) nb__cpu_stage_move(false, o, d.p, d.s, n, eso); /* a strided result (a ROW value) */
 }
 
-static void exec_instr(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
-                       char (*stage)[BUF_BYTES]) {
+void nb__cpu_fk_exec(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
+                     char (*stage)[BUF_BYTES]) {
     if (I->op == NB_OP_CAST) {
         nb__cpu_convert_row(n, I->dtype, d.p, d.s, nb__fk_dtype(P->k, I->in[0]), a[0].p, a[0].s);
     } else if (I->op == NB_OP_WHERE || nb__op_is_compare(I->op) || nb__op_is_logic(I->op)) {
@@ -210,8 +163,7 @@ static bool plan_homes(fk_plan *P) {
     return true;
 }
 
-/* The value of UNIFORM operand v (a load's first element, or computed). */
-static fk_val uniform_val(const fk_plan *P, int v) {
+fk_val nb__cpu_fk_uniform(const fk_plan *P, int v) {
     return (fk_val){P->home[v] == H_LOAD ? P->base[v] : (char *)P->uni[v], 0};
 }
 
@@ -223,8 +175,8 @@ static void run_uniform(fk_plan *P) {
         const nb_finstr *I = &k->instr[j];
         if (I->level != NB_FL_UNIFORM) continue;
         fk_val a[3];
-        for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? uniform_val(P, I->in[i]) : (fk_val){0};
-        exec_instr(P, I, 1, (fk_val){(char *)P->uni[k->nin + j], P->es[k->nin + j]}, a, stage);
+        for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? nb__cpu_fk_uniform(P, I->in[i]) : (fk_val){0};
+        nb__cpu_fk_exec(P, I, 1, (fk_val){(char *)P->uni[k->nin + j], P->es[k->nin + j]}, a, stage);
     }
     for (int o = 0; o < k->nout; o++)
         if (P->home[k->out_val[o]] == H_UNI) memcpy(P->base[k->nin + o], P->uni[k->out_val[o]], P->es[k->out_val[o]]);
@@ -239,7 +191,7 @@ static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
     _Alignas(64) char stage[4][BUF_BYTES];
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
-        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val(P, j);
+        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = nb__cpu_fk_uniform(P, j);
     for (int64_t i0 = 0; i0 < n; i0 += TILE) {
         int64_t len = n - i0 < TILE ? n - i0 : TILE;
         for (int j = 0; j < k->nin; j++)
@@ -252,7 +204,7 @@ static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
                                              : (fk_val){scratch[h], P->es[val]};
             fk_val a[3];
             for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
-            exec_instr(P, I, len, d, a, stage);
+            nb__cpu_fk_exec(P, I, len, d, a, stage);
             v[val] = d;
         }
     }
@@ -348,7 +300,7 @@ static nb_status run_elementwise(fk_plan *P, nb_tensor *const *in, nb_tensor *co
     double prm[2 * NB_FK_MAX_INSTR];
     const void *uni[MAX_VALS];
     jit_params(k, prm);
-    for (int v = 0; v < P->nval; v++) uni[v] = nb__fk_level(k, v) == NB_FL_UNIFORM ? uniform_val(P, v).p : NULL;
+    for (int v = 0; v < P->nval; v++) uni[v] = nb__fk_level(k, v) == NB_FL_UNIFORM ? nb__cpu_fk_uniform(P, v).p : NULL;
     /* outputs through the caches: streaming them (as row kernels do) made gelu over 64M f32 slower,
      * 43 -> 52 ms (bench/RESULTS.md §18) */
     nb__iter_run(&it, jit_rows, &(jit_call){P, fn, prm, uni, NULL});
@@ -401,24 +353,6 @@ static bool row_geometry(fk_plan *P, const int64_t *shape, int ndim, const nb_te
     return true;
 }
 
-/* Stage s of a row kernel as an elementwise kernel (nred = 0) that jit.h compiles: the stage's
- * FULL instructions in program order; as loads, the values they read from outside the stage —
- * FULL ones (the kernel's loads, earlier stages' row buffers and outputs) along the line, ROW and
- * UNIFORM ones as UNIFORM loads (the current row's element); as outputs, the stage's values
- * that reductions or later stages read (row buffers) or that the kernel returns. */
-struct fk_stage {
-    nb_fkernel k;
-    nb_dtype in_dtype[NB_FK_MAX_IO];
-    nb_flevel in_level[NB_FK_MAX_IO];
-    nb_finstr instr[NB_FK_MAX_INSTR];
-    int16_t out_val[NB_FK_MAX_IO];
-    int16_t src[NB_FK_MAX_IO];     /* the row kernel's value of each operand (loads, then outputs) */
-    bool stream[NB_FK_MAX_IO];     /* outputs that nothing in the kernel reads back: streamable */
-    double prm[2 * NB_FK_MAX_INSTR];
-    fk_plan sub;                   /* k, nops, nval and es: what jit_rows reads */
-    nb_jit_fn fn;                  /* NULL: the stage is interpreted */
-};
-
 /* Does an instruction of a stage after s, or a reduction, read value v? */
 static bool read_after(const fk_plan *P, int v, int s) {
     const nb_fkernel *k = P->k;
@@ -428,8 +362,7 @@ static bool read_after(const fk_plan *P, int v, int s) {
     return false;
 }
 
-/* S as stage s of P; false when it has more operands than a kernel takes or none to write. */
-static bool stage_kernel(const fk_plan *P, int s, fk_stage *S) {
+bool nb__cpu_fk_stage_kernel(const fk_plan *P, int s, fk_stage *S) {
     const nb_fkernel *k = P->k;
     int16_t map[MAX_VALS];
     for (int v = 0; v < P->nval; v++) map[v] = -1;
@@ -444,7 +377,8 @@ static bool stage_kernel(const fk_plan *P, int s, fk_stage *S) {
             map[v] = (int16_t)nin;
             S->src[nin] = (int16_t)v;
             S->in_dtype[nin] = nb__fk_dtype(k, v);
-            S->in_level[nin++] = nb__fk_level(k, v) == NB_FL_FULL ? NB_FL_FULL : NB_FL_UNIFORM;
+            nb_flevel lv = nb__fk_level(k, v);
+            S->in_level[nin++] = lv == NB_FL_FULL || (lv == NB_FL_ROW && k->lead) ? NB_FL_FULL : NB_FL_UNIFORM;
         }
     for (int q = q0; q < q1; q++) {
         int j = P->order[q], val = k->nin + j;
@@ -487,7 +421,7 @@ static bool compile_stages(fk_plan *P, int64_t rows) {
         fk_stage *S = &P->stages[s];
         S->fn = NULL;
         if (P->stage_start[s] == P->stage_start[s + 1]) continue;
-        S->fn = stage_kernel(P, s, S) ? nb__jit_get(&S->k) : NULL;
+        S->fn = nb__cpu_fk_stage_kernel(P, s, S) ? nb__jit_get(&S->k) : NULL;
         all &= S->fn != NULL;
         for (int o = S->k.nin; S->fn && o < S->sub.nops; o++)
             out_bytes += S->stream[o] ? rows * P->L * (int64_t)op_es(&S->sub, o) : 0;
@@ -525,13 +459,31 @@ static void compiled_line(const fk_plan *P, const fk_stage *S, const fk_val *v, 
         bs[o] = x.s;
         uni[o] = x.p; /* read for the UNIFORM loads only */
     }
-    jit_rows(&(jit_call){&S->sub, S->fn, S->prm, uni, P->streams ? S->stream : NULL}, len_line, ptr, bs);
+    nb__cpu_fk_stage_run(S, len_line, ptr, bs, uni, P->streams);
+}
+
+void nb__cpu_fk_stage_run(const fk_stage *S, int64_t n, char *const *ptr, const int64_t *bs, const void *const *uni,
+                          bool stream) {
+    jit_rows(&(jit_call){&S->sub, S->fn, S->prm, uni, stream ? S->stream : NULL}, n, ptr, bs);
+}
+
+void nb__cpu_fk_interpret(const fk_plan *P, int q0, int q1, int64_t n, fk_val *v, char (*scratch)[BUF_BYTES],
+                          char (*stage)[BUF_BYTES]) {
+    const nb_fkernel *k = P->k;
+    for (int q = q0; q < q1; q++) {
+        int j = P->order[q], val = k->nin + j;
+        const nb_finstr *I = &k->instr[j];
+        fk_val d = P->home[val] == H_SCRATCH ? (fk_val){scratch[P->hidx[val]], P->es[val]} : v[val];
+        fk_val a[3];
+        for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
+        nb__cpu_fk_exec(P, I, n, d, a, stage);
+        v[val] = d;
+    }
 }
 
 /* Stage s of one row: its FULL instructions over the row's lines, compiled or in tiles. */
 static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*scratch)[BUF_BYTES],
                       char (*stage)[BUF_BYTES]) {
-    const nb_fkernel *k = P->k;
     int q0 = P->stage_start[s], q1 = P->stage_start[s + 1], last = P->ninner - 1;
     if (q0 == q1) return;
     int64_t len_line = P->ishape[last], lidx[NB_MAX_DIMS] = {0};
@@ -546,15 +498,7 @@ static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, c
         else for (int64_t t0 = 0; t0 < len_line; t0 += TILE) {
             int64_t len = len_line - t0 < TILE ? len_line - t0 : TILE;
             tile_vals(P, v, loff, t0, f0 + t0, rowbuf);
-            for (int q = q0; q < q1; q++) {
-                int j = P->order[q], val = k->nin + j;
-                const nb_finstr *I = &k->instr[j];
-                fk_val d = P->home[val] == H_SCRATCH ? (fk_val){scratch[P->hidx[val]], P->es[val]} : v[val];
-                fk_val a[3];
-                for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
-                exec_instr(P, I, len, d, a, stage);
-                v[val] = d;
-            }
+            nb__cpu_fk_interpret(P, q0, q1, len, v, scratch, stage);
         }
         for (int d = last - 1; d >= 0 && ++lidx[d] == P->ishape[d]; d--) lidx[d] = 0;
     }
@@ -580,7 +524,7 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
         } else if (!is_reduce(I->op) && P->stage[j] == s) {
             fk_val a[3];
             for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
-            exec_instr(P, I, 1, d, a, stage);
+            nb__cpu_fk_exec(P, I, 1, d, a, stage);
         }
     }
 }
@@ -595,7 +539,7 @@ static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     char *rowbuf = P->rowbuf ? P->rowbuf + (size_t)chunk * (size_t)P->nrowbuf * (size_t)P->L * 8 : NULL;
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
-        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = uniform_val(P, j);
+        if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = nb__cpu_fk_uniform(P, j);
     int64_t idx[NB_MAX_DIMS] = {0};
     for (int64_t d = P->nouter - 1, rem = lo; d >= 0; d--) {
         idx[d] = rem % P->oshape[d];
@@ -659,9 +603,10 @@ nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_
     if (!plan_homes(&P)) return NB_ERR_UNSUPPORTED;
     bool empty = false;
     for (int d = 0; d < ndim; d++) empty |= shape[d] == 0;
-    if (k->nred > 0 && !empty && !row_geometry(&P, shape, ndim, ts)) return NB_ERR_UNSUPPORTED;
     if (k->nred > 0 && empty) return NB_ERR_UNSUPPORTED; /* empty rows or none: the eager ops' rules */
+    if (k->nred > 0 && !k->lead && !row_geometry(&P, shape, ndim, ts)) return NB_ERR_UNSUPPORTED;
     run_uniform(&P);
     *ran = NB_FK_RAN_INTERPRETED;
+    if (k->lead) return nb__cpu_fused_cols(&P, shape, ndim, ts, ran);
     return k->nred == 0 ? run_elementwise(&P, in, out, ran) : run_rows(&P, ran);
 }

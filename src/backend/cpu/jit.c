@@ -200,8 +200,8 @@ static void init(void) {
     }
     J.on = true;
     snprintf(J.status, sizeof J.status,
-             "on: elementwise kernels, and the elementwise stages of row kernels, compiled at run time by %s "
-             "(%s), cached in %s; row reductions by the built-in kernels",
+             "on: elementwise kernels, and the elementwise stages of row and column kernels, compiled at run "
+             "time by %s (%s), cached in %s; their reductions by the built-in kernels",
              J.cc, J.version, J.dir);
 }
 
@@ -303,6 +303,7 @@ static size_t signature(const nb_fkernel *k, unsigned char *s) {
     s[n++] = (unsigned char)k->ninstr;
     s[n++] = (unsigned char)k->nout;
     s[n++] = (unsigned char)k->nred;
+    s[n++] = (unsigned char)k->lead;
     for (int v = 0; v < k->nin; v++) {
         s[n++] = (unsigned char)k->in_dtype[v];
         s[n++] = (unsigned char)k->in_level[v];
