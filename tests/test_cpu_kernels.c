@@ -369,6 +369,13 @@ static void reductions_deterministic(void **state) {
     nb_tensor *m = NBT(nb_max(x3, a02, 2, false)), *mr = NBT(nb_max(x3r, a02, 2, false));
     nbt_assert_same_bits(m, mr, __func__);
     assert_true(isnan(nbt_at(m, 4)) && !isnan(nbt_at(m, 3)));
+    /* a size-1 axis of any stride does not change the order: [B, C, 1] transposed from
+     * [B, 1, C] (strides C, 1, C) sums over B as the same data reshaped does (column sums) */
+    nb_tensor *xb = NBT(nb_mul(NBT(nb_randn(NB_SHAPE(1000, 1, 17), NB_F64)), NBT(nb_exp(NBT(nb_mul(
+        NBT(nb_randn(NB_SHAPE(1000, 1, 17), NB_F64)), 20.0))))));
+    nb_tensor *xv = NBT(nb_transpose(xb, 1, 2));
+    nb_tensor *xc = NBT(nb_reshape(xb, NB_SHAPE(1000, 17, 1))); /* the same elements, strides 17, 1, 1 */
+    nbt_assert_same_bits(NBT(nb_sum(xv, a0, 1, false)), NBT(nb_sum(xc, a0, 1, false)), __func__);
     nb_scope_end();
 }
 

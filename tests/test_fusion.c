@@ -614,6 +614,20 @@ static void column_kernels_broadcast_and_fall_back(void **state) {
     assert_ran_as(c, "column reductions");
     nb_compiled_release(c);
     nb_graph_release(g);
+    /* a summed view with a size-1 axis of another stride ([B, C, 1] from [B, 1, C]): the eager sum
+     * drops that axis too, so both add the columns in one order */
+    g = nb_graph_begin("unit_axis");
+    x = NBT(nb_graph_input(g, "x", NB_F64, NB_SHAPE(nb_dim("B"), 1, 17)));
+    assert_int_equal(nb_graph_output(g, "y", nb_mul(nb_sum(nb_transpose(x, 1, 2), NB_AXES(0), false), 0.5)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    c = nb_graph_compile(g, NB_CPU);
+    nb_tensor *xb = NBT(nb_mul(NBT(nb_randn(NB_SHAPE(1000, 1, 17), NB_F64)),
+                               NBT(nb_exp(NBT(nb_mul(NBT(nb_randn(NB_SHAPE(1000, 1, 17), NB_F64)), 20.0))))));
+    nb_tensor *want = nb_mul(nb_sum(nb_transpose(xb, 1, 2), NB_AXES(0), false), 0.5);
+    assert_true(same_bits(want, run1(c, xb), "sum of a view with a unit axis"));
+    assert_ran_as(c, "column reductions");
+    nb_compiled_release(c);
+    nb_graph_release(g);
     /* the summed value is the graph's input seen transposed: the eager sum walks it with another
      * order, so the kernel declines; and a single column is summed as a run by eager */
     g = nb_graph_begin("strided");

@@ -390,8 +390,10 @@ static void colsum_range(void *p, int64_t lo, int64_t hi, int tid) {
 static nb_status cpu_reduce(nb_op op, nb_tensor *out, const nb_tensor *x, const bool *mask) {
     red_ctx c = {.op = op, .x = x, .out = out, .rnumel = 1};
     for (int d = 0; d < x->ndim; d++) {
+        /* axes of one element (a stride of any value) index nothing: a view with one, such as
+         * [B, C, 1] transposed from [B, 1, C], takes the path of its contiguous copy */
+        if (x->shape[d] == 1) continue;
         if (mask[d]) {
-            if (x->shape[d] == 1) continue;
             c.rshape[c.nr] = x->shape[d];
             c.rstride[c.nr++] = x->stride[d];
             c.rnumel *= x->shape[d];
