@@ -22,7 +22,9 @@ enum {
     BUF_BYTES = TILE * 8 + 64,
 };
 
-/* Where a value lives while the kernel runs. */
+/** Where a value lives while the kernel runs: a load in place, a UNIFORM value computed once, a
+ *  per-row (per-column) slot, its output, a row buffer (values reduced or read by a later stage;
+ *  a column kernel's: four rows of a tile), a tile buffer. */
 typedef enum fk_home { H_LOAD, H_UNI, H_ROWV, H_OUT, H_ROWBUF, H_SCRATCH } fk_home;
 
 /** A value of the current tile (or row): its first element and byte stride. */
@@ -33,6 +35,8 @@ typedef struct fk_val {
 
 typedef struct fk_stage fk_stage;
 
+/** The plan of one call: the kernel's values' homes and stages (from its program), its operands'
+ *  base pointers, and the geometry of a row kernel; a column kernel keeps its own (fused_cols.c). */
 typedef struct fk_plan {
     const nb_fkernel *k;
     const nb_cpu_kernels *kt;
