@@ -262,20 +262,37 @@ static bool makes_cycle(fuser *F, int32_t n, const int32_t *roots, int k) {
     return false;
 }
 
+/* Node n and the members of the groups roots[0..k) into members (at most MAX_MEMBERS + 1 of
+ * them, n first), each marked with `mark`; returns how many. */
+static int gather_set(fuser *F, int32_t n, const int32_t *roots, int k, uint32_t mark, int32_t *members) {
+    int nm = 0;
+    members[nm++] = n;
+    F->mark[n] = mark;
+    for (int i = 0; i < k; i++)
+        for (int32_t x = F->grp[roots[i]].head; x >= 0 && nm <= MAX_MEMBERS; x = F->next[x]) {
+            members[nm++] = x;
+            F->mark[x] = mark;
+        }
+    return nm;
+}
+
+/* ids[0..n) in increasing order: node ids are a topological order. */
+static void sort_ids(int32_t *ids, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && ids[j] < ids[j - 1]; j--) {
+            int32_t t = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = t;
+        }
+}
+
 /* How many distinct values node n and the groups roots[0..k) read from outside themselves
  * (counting stops past MAX_LOADS). */
 static int outside_values(fuser *F, int32_t n, const int32_t *roots, int k) {
     const nb_graph *g = F->g;
     uint32_t in_set = ++F->epoch;
-    int32_t members[MAX_MEMBERS + 1], nm = 0, seen[MAX_LOADS + 1];
-    members[nm++] = n;
-    F->mark[n] = in_set;
-    for (int i = 0; i < k; i++)
-        for (int32_t x = F->grp[roots[i]].head; x >= 0 && nm <= MAX_MEMBERS; x = F->next[x]) {
-            members[nm++] = x;
-            F->mark[x] = in_set;
-        }
-    int ns = 0;
+    int32_t members[MAX_MEMBERS + 1], seen[MAX_LOADS + 1];
+    int nm = gather_set(F, n, roots, k, in_set, members), ns = 0;
     for (int m = 0; m < nm && ns <= MAX_LOADS; m++)
         for (int i = 0; i < g->nodes[members[m]].n_in && ns <= MAX_LOADS; i++) {
             nb_gval v = g->nodes[members[m]].in[i];
@@ -295,20 +312,8 @@ static bool one_pass(fuser *F, int32_t n, const int32_t *roots, int k, const nb_
     const nb_graph *g = F->g;
     uint32_t in_set = ++F->epoch, after = ++F->epoch;
     int32_t members[MAX_MEMBERS + 1];
-    int nm = 0;
-    members[nm++] = n;
-    F->mark[n] = in_set;
-    for (int i = 0; i < k; i++)
-        for (int32_t x = F->grp[roots[i]].head; x >= 0; x = F->next[x]) {
-            members[nm++] = x;
-            F->mark[x] = in_set;
-        }
-    for (int i = 1; i < nm; i++) /* id order: a topological one */
-        for (int j = i; j > 0 && members[j] < members[j - 1]; j--) {
-            int32_t t = members[j];
-            members[j] = members[j - 1];
-            members[j - 1] = t;
-        }
+    int nm = gather_set(F, n, roots, k, in_set, members);
+    sort_ids(members, nm);
     for (int i = 0; i < nm; i++) {
         const nb_gnode *nd = &g->nodes[members[i]];
         bool reads = false;
@@ -472,12 +477,7 @@ nb_status nb__fuse(const nb_graph *g, const bool *live, nb_fstep **kernels, int 
         int32_t members[MAX_MEMBERS];
         int nm = 0;
         for (int32_t x = F.grp[id].head; x >= 0; x = F.next[x]) members[nm++] = x;
-        for (int i = 1; i < nm; i++) /* id order (lists concatenate out of order) */
-            for (int j = i; j > 0 && members[j] < members[j - 1]; j--) {
-                int32_t t = members[j];
-                members[j] = members[j - 1];
-                members[j - 1] = t;
-            }
+        sort_ids(members, nm); /* lists concatenate out of order */
         st = nb__fkernel_build(g, members, nm, &F.grp[id].d, ext, &(*kernels)[*nk]);
         for (int32_t x = F.grp[id].head; x >= 0; x = F.next[x]) {
             if (st == NB_OK) kernel_of[x] = *nk;

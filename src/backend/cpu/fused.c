@@ -194,19 +194,11 @@ static void ew_rows(void *ctx, int64_t n, char *const *ptr, const int64_t *bs) {
         if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = nb__cpu_fk_uniform(P, j);
     for (int64_t i0 = 0; i0 < n; i0 += TILE) {
         int64_t len = n - i0 < TILE ? n - i0 : TILE;
-        for (int j = 0; j < k->nin; j++)
-            if (k->in_level[j] != NB_FL_UNIFORM) v[j] = (fk_val){ptr[j] + i0 * bs[j], bs[j]};
-        for (int q = 0; q < P->stage_start[1]; q++) {
-            int j = P->order[q], val = k->nin + j;
-            const nb_finstr *I = &k->instr[j];
-            int h = P->hidx[val];
-            fk_val d = P->home[val] == H_OUT ? (fk_val){ptr[k->nin + h] + i0 * bs[k->nin + h], bs[k->nin + h]}
-                                             : (fk_val){scratch[h], P->es[val]};
-            fk_val a[3];
-            for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
-            nb__cpu_fk_exec(P, I, len, d, a, stage);
-            v[val] = d;
+        for (int val = 0; val < P->nval; val++) { /* the loads and outputs at the tile */
+            int o = nb__cpu_fk_operand(P, val);
+            if (o >= 0 && nb__fk_level(k, val) != NB_FL_UNIFORM) v[val] = (fk_val){ptr[o] + i0 * bs[o], bs[o]};
         }
+        nb__cpu_fk_interpret(P, 0, P->stage_start[1], len, v, scratch, stage);
     }
 }
 
@@ -433,8 +425,7 @@ static bool compile_stages(fk_plan *P, int64_t rows) {
 /* FULL value val (a load, an output or a row buffer) at the tile that starts t0 elements into the
  * current line (operand offsets loff, row position f). */
 static fk_val full_val(const fk_plan *P, int val, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
-    const nb_fkernel *k = P->k;
-    int last = P->ninner - 1, o = val < k->nin ? val : P->home[val] == H_OUT ? k->nin + P->hidx[val] : -1;
+    int last = P->ninner - 1, o = nb__cpu_fk_operand(P, val);
     if (o >= 0) return (fk_val){P->base[o] + loff[o] + t0 * P->istr[o][last], P->istr[o][last]};
     return (fk_val){rowbuf + (size_t)P->hidx[val] * (size_t)P->L * 8 + f * P->es[val], P->es[val]};
 }

@@ -69,12 +69,6 @@ static void coalesce(const fk_plan *P, const int64_t *shape, int d0, int d1, con
     }
 }
 
-/* The operand a FULL value v in memory is (a load or an output), else -1 (a tile buffer). */
-static int mem_operand(const fk_plan *P, int v) {
-    const nb_fkernel *k = P->k;
-    return v < k->nin ? v : P->home[v] == H_OUT ? k->nin + P->hidx[v] : -1;
-}
-
 /* The geometry of P over shape[ndim]; false when the eager ops would not sum the way this kernel
  * does (one column, a summed value in memory that is not contiguous) or a FULL instruction reads
  * a sum (a plan the fusion pass does not make). */
@@ -93,7 +87,7 @@ static bool cols_geometry(fk_cols *C, const int64_t *shape, int ndim, const nb_t
     C->nsum = 0;
     for (int j = 0; j < k->ninstr; j++) {
         if (nb__ops[k->instr[j].op].kind != NB_KIND_REDUCE) continue;
-        int v = k->instr[j].in[0], o = mem_operand(P, v);
+        int v = k->instr[j].in[0], o = nb__cpu_fk_operand(P, v);
         if (k->instr[j].op != NB_OP_SUM || nb__fk_level(k, v) != NB_FL_FULL) return false;
         if (o >= 0 && !nb_is_contiguous(ts[o])) return false;
         C->sum_instr[C->nsum++] = (int16_t)j;
@@ -174,7 +168,7 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
             for (int o = 0; o < P->nops; o++) koff[o] += line % C->kshape[d] * C->kstr[o][d];
         for (int val = 0; val < P->nval; val++) { /* per-column values at the tile */
             if (nb__fk_level(k, val) != NB_FL_ROW) continue;
-            int o = val < k->nin ? val : P->home[val] == H_OUT ? k->nin + P->hidx[val] : -1;
+            int o = nb__cpu_fk_operand(P, val);
             v[val] = o >= 0 ? (fk_val){P->base[o] + koff[o], C->kstr[o][C->nk - 1]}
                             : (fk_val){rowv + P->hidx[val] * slot, P->es[val]};
         }
@@ -184,7 +178,7 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
             int g = (int)(r % GROUP);
             for (int val = 0; val < P->nval; val++) { /* FULL values in memory at the row */
                 if (nb__fk_level(k, val) != NB_FL_FULL) continue;
-                int o = mem_operand(P, val);
+                int o = nb__cpu_fk_operand(P, val);
                 if (o >= 0) v[val] = (fk_val){P->base[o] + roff[o] + koff[o], C->kstr[o][C->nk - 1]};
                 else if (P->home[val] == H_ROWBUF) /* GROUP rows of ct elements */
                     v[val] = (fk_val){rowbuf + P->hidx[val] * GROUP * slot + g * ct * P->es[val], P->es[val]};
@@ -194,7 +188,7 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
             else nb__cpu_fk_interpret(P, 0, P->stage_start[1], n, v, scratch, stage);
             if (g == GROUP - 1 || r == C->R - 1) /* a group of rows into each sum's block */
                 for (int i = 0; i < C->nsum; i++) {
-                    int x = k->instr[C->sum_instr[i]].in[0], o = mem_operand(P, x);
+                    int x = k->instr[C->sum_instr[i]].in[0], o = nb__cpu_fk_operand(P, x);
                     const char *src = o >= 0 ? P->base[o] + koff[o] + (r - g) * C->K * P->es[x]
                                              : rowbuf + P->hidx[x] * GROUP * slot;
                     int64_t ld = o >= 0 ? C->K : ct;

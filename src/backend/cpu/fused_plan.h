@@ -96,6 +96,12 @@ void nb__cpu_fk_stage_run(const fk_stage *S, int64_t n, char *const *ptr, const 
 void nb__cpu_fk_interpret(const fk_plan *P, int q0, int q1, int64_t n, fk_val *v, char (*scratch)[BUF_BYTES],
                           char (*stage)[BUF_BYTES]);
 
+/** The operand (a load, or an output: nin + its index) FULL value v of P is kept in, else -1 (a
+ *  row or tile buffer). */
+static inline int nb__cpu_fk_operand(const fk_plan *P, int v) {
+    return v < P->k->nin ? v : P->home[v] == H_OUT ? P->k->nin + P->hidx[v] : -1;
+}
+
 /** Instruction I on n elements into d from operands a (UNIFORM ones of stride 0), by the eager
  *  op's per-ISA kernel; `stage` holds four tile buffers for the mask kernels' operands (fused.c). */
 void nb__cpu_fk_exec(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
