@@ -1353,7 +1353,8 @@ typedef struct nb_conv2d_opts {
  *   out[n,o,i,j] = bias[o] + Σ_{c,p,q} x[n, g C/groups + c, i sh - ph + p dh, j sw - pw + q dw] weight[o,c,p,q],
  * g = o / (O/groups), x read as 0 outside its bounds.  Computed as unfold
  * (im2col) then a batched matmul per group, so it is differentiable to any
- * order.  x, weight, bias share one float dtype.  Errors: NB_ERR_SHAPE
+ * order; eagerly on the CPU (f32, f64) image by image without the unfolded
+ * [N, C*KH*KW, OH*OW] tensor, with the same bits.  x, weight, bias share one float dtype.  Errors: NB_ERR_SHAPE
  * (ranks, channels not matching weight × groups, O not divisible by groups,
  * bias not [O], empty output), NB_ERR_ARG (stride, dilation or groups < 1,
  * padding < 0), NB_ERR_DTYPE.

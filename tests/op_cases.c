@@ -276,6 +276,9 @@ static nb_tensor *f_conv2d_groups(nb_tensor *const *x) {
     nb_conv2d_opts o = {{1, 1}, {0, 1}, {1, 2}, 2};
     return nb_square(nb_conv2d(x[0], x[1], NULL, o));
 }
+/* conv2d runs eagerly as the CONVOLUTION kernel (a batch of images, padding 1; 1x1 with groups) */
+GC(f_convolution, nb_square(nb_conv2d(x[0], x[1], x[2], ((nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))))
+GC(f_convolution_1x1, nb_square(nb_conv2d(x[0], x[1], NULL, ((nb_conv2d_opts){{1, 1}, {0, 0}, {1, 1}, 2}))))
 GC(f_conv1d, nb_conv1d(x[0], x[1], x[2], 1, 1, 2, 1))
 GC(f_avg_pool, nb_avg_pool2d(x[0], ((nb_window2d){{2, 2}, {2, 2}, {1, 1}, {1, 1}}), false))
 GC(f_avg_pool_incl, nb_avg_pool2d(x[0], ((nb_window2d){{3, 2}, {1, 2}, {1, 0}, {1, 1}}), true))
@@ -474,6 +477,8 @@ const gc_case CASES[] = {
     {"max_pool2d", "3x2 stride 2,1 padding", f_max_pool_pad, 1, {IN(4, D_ANY, 2, 1, 5, 4)}, false, 0},
     {"max_unpool2d", "2x2", f_max_unpool, 1, {IN(4, D_ANY, 1, 2, 2, 2)}, true, 0},
     {"conv2d", "stride, padding, bias", f_conv2d, 3, {IN(4, D_ANY, 1, 2, 5, 4), IN(4, D_ANY, 3, 2, 3, 2), IN(1, D_ANY, 3)}, true, 0},
+    {"convolution", "eager kernel: 3 images, padding 1, bias", f_convolution, 3, {IN(4, D_ANY, 3, 2, 4, 3), IN(4, D_ANY, 2, 2, 3, 3), IN(1, D_ANY, 2)}, true, 0},
+    {"convolution", "eager kernel: 1x1, 2 groups", f_convolution_1x1, 2, {IN(4, D_ANY, 2, 4, 2, 3), IN(4, D_ANY, 4, 2, 1, 1)}, true, 0},
     {"conv2d", "groups, dilation", f_conv2d_groups, 2, {IN(4, D_ANY, 1, 4, 4, 5), IN(4, D_ANY, 2, 2, 2, 2)}, false, 0},
     {"conv1d", "dilation, bias", f_conv1d, 3, {IN(3, D_ANY, 2, 2, 7), IN(3, D_ANY, 3, 2, 3), IN(1, D_ANY, 3)}, true, 0},
     {"avg_pool2d", "padding excluded", f_avg_pool, 1, {IN(4, D_ANY, 1, 2, 4, 5)}, false, 0},

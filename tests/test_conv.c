@@ -494,6 +494,68 @@ static void bitwise_equal_across_thread_counts(void **state) {
     nb_scope_end();
 }
 
+/* conv2d as conv.c's composite (unfold, then one matmul or addmm per image and group): what the
+ * eager kernel must reproduce bit for bit. */
+static nb_tensor *conv2d_composite(nb_tensor *x, nb_tensor *w, nb_tensor *b, const geom *g) {
+    int64_t oh = out_len(g->h, g->kh, g->stride[0], g->pad[0], g->dil[0]);
+    int64_t ow = out_len(g->w, g->kw, g->stride[1], g->pad[1], g->dil[1]);
+    int64_t k = g->c / g->groups * g->kh * g->kw, og = g->o / g->groups;
+    bool pointwise = g->kh == 1 && g->kw == 1 && g->stride[0] == 1 && g->stride[1] == 1 && g->pad[0] == 0 && g->pad[1] == 0;
+    nb_window2d win = {{g->kh, g->kw}, {g->stride[0], g->stride[1]}, {g->pad[0], g->pad[1]}, {g->dil[0], g->dil[1]}};
+    nb_tensor *cols = NBT(nb_reshape(pointwise ? x : NBT(nb_unfold(x, win)), NB_SHAPE(g->n, g->groups, k, oh * ow)));
+    nb_tensor *wg = NBT(nb_reshape(w, NB_SHAPE(g->groups, og, k)));
+    nb_tensor *y = b ? NBT(nb_addmm(NBT(nb_reshape(b, NB_SHAPE(g->groups, og, 1))), wg, cols)) : NBT(nb_matmul(wg, cols));
+    return NBT(nb_reshape(y, NB_SHAPE(g->n, g->o, oh, ow)));
+}
+
+/* The eager kernel (CONVOLUTION, and CONVOLUTION_BACKWARD in the backward pass) against the
+ * composite on the same CPU, bitwise: outputs, and the gradients of x, w and the bias, without
+ * and with create_graph (the rule's composite adjoints), at 1 and 3 threads (images split over
+ * threads or run in turn), f32 and f64. */
+static void eager_kernel_is_the_composite_bitwise(void **state) {
+    (void)state;
+    int saved = nb_get_num_threads();
+    nb_manual_seed(5);
+    static const geom EXTRA[] = {
+        {7, 32, 14, 14, 64, 3, 3, 1, {1, 1}, {1, 1}, {1, 1}, true}, /* the training CNN's second layer, 7 images */
+        {6, 1, 28, 28, 8, 3, 3, 1, {1, 1}, {1, 1}, {1, 1}, true},   /* its first: one input channel */
+    };
+    for (size_t k = 0; k < sizeof GEOMS / sizeof *GEOMS + 2; k++) {
+        const geom *g = k < sizeof GEOMS / sizeof *GEOMS ? &GEOMS[k] : &EXTRA[k - sizeof GEOMS / sizeof *GEOMS];
+        for (int dt = 0; dt < 2; dt++)
+            for (int t = 0; t < 2; t++)
+                for (int create = 0; create < 2; create++) {
+                    nb_set_num_threads(t ? 3 : 1);
+                    nb_scope_begin();
+                    nb_dtype d = dt ? NB_F64 : NB_F32;
+                    nb_tensor *in[3] = {NBT(nb_cast(randn64(NB_SHAPE(g->n, g->c, g->h, g->w)), d)),
+                                        NBT(nb_cast(randn64(NB_SHAPE(g->o, g->c / g->groups, g->kh, g->kw)), d)),
+                                        g->bias ? NBT(nb_cast(randn64(NB_SHAPE(g->o)), d)) : NULL};
+                    nb_tensor *y[2], *grads[2][3] = {{NULL}}, *seed = NULL;
+                    for (int way = 0; way < 2; way++) { /* 0: the kernel, 1: the composite */
+                        nb_tensor *p[3] = {NULL};
+                        for (int i = 0; i < 3; i++)
+                            if (in[i]) {
+                                p[i] = NBT(nb_clone(in[i]));
+                                assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
+                            }
+                        y[way] = way ? conv2d_composite(p[0], p[1], p[2], g) : NBT(nb_conv2d(p[0], p[1], p[2], opts_of(g)));
+                        if (!seed) seed = NBT(nb_cast(randn64(nb_shape(y[way]), 4), d));
+                        assert_int_equal(nb_backward(y[way], seed, create), NB_OK);
+                        for (int i = 0; i < 3 && p[i]; i++) {
+                            grads[way][i] = NBT(nb_grad(p[i]));
+                            nb_zero_grad(p[i]); /* a create_graph gradient's tape reaches p[i]: no cycle */
+                        }
+                    }
+                    nbt_assert_same_bits(y[0], y[1], "conv2d");
+                    for (int i = 0; i < 3; i++)
+                        if (in[i]) nbt_assert_same_bits(grads[0][i], grads[1][i], i == 0 ? "dx" : i == 1 ? "dw" : "db");
+                    nb_scope_end();
+                }
+    }
+    nb_set_num_threads(saved);
+}
+
 static void expect_error(nb_tensor *r, nb_status want, const char *needle) {
     assert_null(r);
     assert_int_equal(nb_last_status(), want);
@@ -548,6 +610,7 @@ int main(void) {
         cmocka_unit_test(max_unpool_values_and_gradient),
         cmocka_unit_test(conv2d_second_derivative),
         cmocka_unit_test(bitwise_equal_across_thread_counts),
+        cmocka_unit_test(eager_kernel_is_the_composite_bitwise),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -906,6 +906,9 @@ static const struct {
     {"attention", "the kernel scaled_dot_product_attention runs for its unmasked, causal and sliding-window cases, "
                   "whose golden cases reach it"},
     {"attention_backward", "the kernel of attention's eager gradient: the golden gradients of those cases reach it"},
+    {"convolution", "the kernel conv2d runs eagerly (f32, f64 on the CPU): conv2d's golden cases reach it, and their "
+                    "traced replays (the composite) must match it bitwise"},
+    {"convolution_backward", "the kernel of convolution's eager gradient: conv2d's golden gradients reach it"},
 };
 enum { NNO_GOLDEN = sizeof NO_GOLDEN / sizeof NO_GOLDEN[0] };
 

@@ -415,6 +415,30 @@ static nb_status attention(double *out, int *nout) {
     return st;
 }
 
+/* conv2d's eager kernels (CONVOLUTION and its backward: per-thread column buffers, GEMM
+ * workspaces, per-image views) */
+static nb_status conv(double *out, int *nout) {
+    *nout = 0;
+    nb_scope_begin();
+    nb_manual_seed(23);
+    nb_tensor *x = nb_randn(NB_SHAPE(2, 2, 3, 3), NB_F64), *w = nb_randn(NB_SHAPE(2, 2, 3, 3), NB_F64);
+    nb_tensor *b = nb_randn(NB_SHAPE(2), NB_F64);
+    nb_status st = status_of(x && w ? b : NULL);
+    for (int i = 0; i < 3 && st == NB_OK; i++) st = nb_set_requires_grad(i == 0 ? x : i == 1 ? w : b, true);
+    nb_tensor *y = st == NB_OK ? nb_conv2d(x, w, b, (nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}) : NULL;
+    nb_tensor *total = st == NB_OK && y ? nb_sum(nb_square(y), NULL, 0, false) : NULL;
+    if (st == NB_OK) st = status_of(total);
+    if (st == NB_OK) st = nb_backward(total, NULL, false);
+    nb_tensor *g[3] = {NULL};
+    for (int i = 0; i < 3 && st == NB_OK; i++) st = status_of(g[i] = nb_grad(i == 0 ? x : i == 1 ? w : b));
+    if (st == NB_OK) {
+        put_f64(out, nout, y);
+        for (int i = 0; i < 3; i++) put_f64(out, nout, g[i]);
+    }
+    nb_scope_end();
+    return st;
+}
+
 /* ---- the fault loop ---- */
 
 static void expect_same(const double *got, int ngot, const double *want, int nwant, const char *what, long k) {
@@ -575,26 +599,31 @@ static void oom_transforms(void **state) {
     uninstall();
 }
 
-static void oom_linalg(void **state) {
-    (void)state;
+/* The fault sweep of workload w, whose clean run gives nwant results (its own oracle: the run
+ * before any fault). */
+static void faults_of(workload w, const char *what, int nwant) {
     install();
     double ref[MAXOUT];
     int nref = 0;
-    long total = clean_run(linalg, ref, &nref);
-    assert_int_equal(nref, 9 + 3 + 1 + 9);
-    every_fault(linalg, "linalg", ref, nref, total);
+    long total = clean_run(w, ref, &nref);
+    assert_int_equal(nref, nwant);
+    every_fault(w, what, ref, nref, total);
     uninstall();
+}
+
+static void oom_linalg(void **state) {
+    (void)state;
+    faults_of(linalg, "linalg", 9 + 3 + 1 + 9);
 }
 
 static void oom_attention(void **state) {
     (void)state;
-    install();
-    double ref[MAXOUT];
-    int nref = 0;
-    long total = clean_run(attention, ref, &nref);
-    assert_int_equal(nref, 20 + 30);
-    every_fault(attention, "attention", ref, nref, total);
-    uninstall();
+    faults_of(attention, "attention", 20 + 30);
+}
+
+static void oom_conv(void **state) {
+    (void)state;
+    faults_of(conv, "conv", 36 + 36 + 36 + 2);
 }
 
 static void oom_lowp(void **state) {
@@ -772,7 +801,7 @@ int main(void) {
         cmocka_unit_test(allocator_contract),   cmocka_unit_test(lost_scope),
         cmocka_unit_test(oom_train_step),       cmocka_unit_test(oom_double_backward),
         cmocka_unit_test(oom_safetensors_load), cmocka_unit_test(oom_safetensors_save),
-        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(oom_attention),        cmocka_unit_test(oom_lowp),        cmocka_unit_test(optim_step_all_or_nothing),
+        cmocka_unit_test(oom_lazy_eval),        cmocka_unit_test(oom_compiled_step),        cmocka_unit_test(oom_transforms),        cmocka_unit_test(oom_linalg),        cmocka_unit_test(oom_attention),        cmocka_unit_test(oom_conv),        cmocka_unit_test(oom_lowp),        cmocka_unit_test(optim_step_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,7 @@
  * test_ops_vs_ref.c — the CPU backend against the reference backend (the
  * oracle: naive loops, double arithmetic, one thread) for every op that has
  * a kernel: kinds UNARY, BINARY, WHERE, REDUCE, ARGREDUCE, SCAN, MATMUL,
- * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW, LINALG, ATTENTION and QUANT in ops.def.  Each case
+ * GATHER, SCATTER_ADD, CAT, PAD, COPY, WINDOW, LINALG, ATTENTION, QUANT and CONV in ops.def.  Each case
  * builds the same values on both devices in the same layout (contiguous,
  * transposed, step-sliced, flipped = negative strides, expanded = stride 0,
  * offset into its storage), on rank-0, zero-size, large (> 65536 elements:
@@ -1165,6 +1165,59 @@ static void check_attention_backward(nb_op op) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* CONVOLUTION, CONVOLUTION_BACKWARD: conv2d and its gradients by the CPU's image-by-image kernels
+ * against the reference backend, which has none and runs conv.c's composite (unfold, matmul,
+ * fold) */
+typedef struct conv_geom {
+    int64_t x[4], w[4];
+    nb_conv2d_opts o;
+    bool bias;
+} conv_geom;
+
+static void conv_case(nb_dtype dt, const conv_geom *g) {
+    nb_scope_begin();
+    describe("convolution", dt, L_CONTIG, g->x, 4, g->bias ? "bias" : "no bias");
+    int64_t bs[1] = {g->w[0]};
+    nb_tensor *in[3] = {NBT(nb_cast(NBT(nb_randn(g->x, 4, NB_F64)), dt)), NBT(nb_cast(NBT(nb_randn(g->w, 4, NB_F64)), dt)),
+                        g->bias ? NBT(nb_cast(NBT(nb_randn(bs, 1, NB_F64)), dt)) : NULL};
+    nb_tensor *grads[2][3] = {{NULL}}, *ys[2], *seed = NULL;
+    for (int dev = 0; dev < 2; dev++) { /* 0: CPU, 1: the reference */
+        nb_tensor *t[3] = {NULL};
+        for (int i = 0; i < 3; i++)
+            if (in[i]) {
+                t[i] = dev ? NBT(nb_to_device(in[i], NB_REF)) : NBT(nb_clone(in[i]));
+                assert_int_equal(nb_set_requires_grad(t[i], true), NB_OK);
+            }
+        nb_tensor *y = NBT(nb_conv2d(t[0], t[1], t[2], g->o));
+        if (!seed) seed = NBT(nb_cast(NBT(nb_randn(nb_shape(y), nb_ndim(y), NB_F64)), dt)); /* one for both */
+        assert_int_equal(nb_backward(y, dev ? NBT(nb_to_device(seed, NB_REF)) : seed, false), NB_OK);
+        ys[dev] = NBT(nb_detach(y));
+        for (int i = 0; i < 3; i++) grads[dev][i] = t[i] ? nb_grad(t[i]) : NULL;
+    }
+    double rtol = dt == NB_F64 ? 1e-10 : 1e-4, atol = dt == NB_F64 ? 1e-11 : 1e-4;
+    expect_same(ys[0], ys[1], rtol, atol);
+    for (int i = 0; i < 3; i++)
+        if (in[i]) expect_same(grads[0][i], grads[1][i], rtol, atol);
+    nb_scope_end();
+}
+
+static void check_conv(nb_op op) {
+    (void)op;
+    const conv_geom geoms[] = {
+        {{4, 3, 9, 7}, {5, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, true},       /* "same": the shifted unfold */
+        {{3, 4, 8, 8}, {6, 2, 3, 2}, {{2, 1}, {1, 0}, {1, 2}, 2}, true},       /* stride, dilation, groups */
+        {{5, 6, 4, 5}, {4, 6, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}, false},      /* pointwise: no unfold */
+        {{1, 2, 5, 5}, {3, 2, 3, 3}, {{1, 1}, {2, 2}, {2, 2}, 1}, true},       /* one image: threads inside */
+        {{7, 2, 3, 4}, {4, 1, 2, 2}, {{1, 2}, {1, 1}, {1, 1}, 2}, false},      /* 7 images over 3 threads */
+        {{2, 3, 6, 6}, {0, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, false},      /* no output channels: dx zeros */
+        {{0, 3, 5, 5}, {2, 3, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}, true},       /* no images */
+    };
+    for (size_t k = 0; k < sizeof geoms / sizeof geoms[0]; k++) {
+        conv_case(NB_F32, &geoms[k]);
+        conv_case(NB_F64, &geoms[k]);
+    }
+}
+
 /* QUANT: codes by bit arithmetic (CPU) vs an exhaustive search (reference) */
 /* ------------------------------------------------------------------------ */
 
@@ -1235,6 +1288,7 @@ static const ocase OTHER[] = {
     {NB_OP_CHOLESKY, check_linalg},    {NB_OP_SOLVE_TRIANGULAR, check_linalg}, {NB_OP_SOLVE, check_linalg},
     {NB_OP_SLOGDET, check_linalg},     {NB_OP_ATTENTION, check_attention},
     {NB_OP_ATTENTION_BACKWARD, check_attention_backward},
+    {NB_OP_CONVOLUTION, check_conv},      {NB_OP_CONVOLUTION_BACKWARD, check_conv},
     {NB_OP_QUANTIZE, check_quant},     {NB_OP_DEQUANTIZE, check_quant},   {NB_OP_SCALED_MATMUL, check_quant},
 };
 #define NOTHER (sizeof OTHER / sizeof OTHER[0])
@@ -1248,7 +1302,8 @@ static bool kernel_kind(nb_op_kind k) {
     return k == NB_KIND_UNARY || k == NB_KIND_BINARY || k == NB_KIND_WHERE || k == NB_KIND_REDUCE ||
            k == NB_KIND_ARGREDUCE || k == NB_KIND_SCAN || k == NB_KIND_MATMUL || k == NB_KIND_GATHER ||
            k == NB_KIND_SCATTER_ADD || k == NB_KIND_CAT || k == NB_KIND_PAD || k == NB_KIND_COPY ||
-           k == NB_KIND_WINDOW || k == NB_KIND_LINALG || k == NB_KIND_ATTENTION || k == NB_KIND_QUANT;
+           k == NB_KIND_WINDOW || k == NB_KIND_LINALG || k == NB_KIND_ATTENTION || k == NB_KIND_QUANT ||
+           k == NB_KIND_CONV;
 }
 
 static bool has_case(int op) {

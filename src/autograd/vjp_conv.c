@@ -2,7 +2,8 @@
  * vjp_conv.c — derivative rules of the sliding-window primitives, each the
  * adjoint primitive: unfold ↔ fold, max_pool2d → max_unpool2d at the
  * recorded argmax positions, max_unpool2d → gather at those positions.
- * conv2d, conv1d and avg_pool2d are composites of these and matmul.
+ * conv2d, conv1d and avg_pool2d are composites of these and matmul; the
+ * eager conv2d kernel (CONVOLUTION) gets that composite's adjoints.
  */
 #include "vjp.h"
 #include "../ops/conv.h"
@@ -30,5 +31,49 @@ RULE(max_pool2d) {
 RULE(max_unpool2d) {
     nb_tensor *gp = nb_flatten(g, 2, 3), *ip = nb_flatten(n->in[1], 2, 3);
     gin[0] = nb_reshape(nb_gather(gp, 2, ip), X->shape, 4);
+    return NB_OK;
+}
+
+/* CONVOLUTION, y[n, q] = w[q] cols[n, q] + b[q] with cols = unfold(x) as [N, groups, K, L]:
+ * dw[q] = sum_n g[n, q] cols[n, q]^T, dx = fold(w[q]^T g[n, q]), db = the sum of g over n and
+ * the positions.  In an eager backward pass that records nothing, dx and the per-image dw come
+ * from the CONVOLUTION_BACKWARD kernel; elsewhere (create_graph) from unfold, matmul and fold,
+ * so they differentiate again.  The sums are the gradient conformance's (nb__sum_to), so both
+ * ways give the bits of conv.c's composite, whose tape makes the same ops. */
+RULE(convolution) {
+    nb_tensor *x = X, *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+    nb_window2d win = nb__window_from_attrs(&n->attrs);
+    const int64_t *xs = x->shape, *ws = w->shape;
+    int64_t groups = n->attrs.i[8], N = xs[0], og = ws[0] / groups, K = ws[1] * ws[2] * ws[3];
+    int64_t L = nb_shape(g)[2] * nb_shape(g)[3], wg_shape[3] = {groups, og, K};
+    bool rx = nb_requires_grad(x), rw = nb_requires_grad(w);
+    nb_tensor *gg = nb_reshape(g, NB_SHAPE(N, groups, og, L));
+    if (!gg) return nb_last_status();
+    if (b && nb_requires_grad(b))
+        gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){groups, og, 1}, 3)), NB_SHAPE(ws[0]));
+    if (!rx && !rw) return NB_OK;
+    if (!nb__interp_top() && !nb__should_record((nb_tensor *[]){x, w, g}, 3)) {
+        nb_attrs a = n->attrs;
+        nb_tensor *o[NB_MAX_OUTS] = {NULL}, *gc = nb_cast(g, x->dtype);
+        a.sub = (rx ? 1 : 0) | (rw ? 2 : 0);
+        if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc}, 3, &a, o) < 0)
+            return nb_last_status();
+        if (rx) gin[0] = nb__own(o[0]);
+        if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), wg_shape, 3)), ws, 4);
+        return NB_OK;
+    }
+    bool pointwise = ws[2] == 1 && ws[3] == 1 && win.stride[0] == 1 && win.stride[1] == 1 && win.padding[0] == 0 &&
+                     win.padding[1] == 0;
+    if (rw) {
+        nb_tensor *cols = pointwise ? x : nb_unfold(x, win);
+        cols = nb_reshape(cols, NB_SHAPE(N, groups, K, L));
+        nb_tensor *dw = nb_matmul(gg, nb_transpose(cols, -1, -2));
+        gin[1] = dw ? nb_reshape(nb__own(nb__sum_to(dw, wg_shape, 3)), ws, 4) : NULL;
+    }
+    if (rx) {
+        nb_tensor *dcols = nb_matmul(nb_transpose(nb_reshape(w, wg_shape, 3), -1, -2), gg);
+        gin[0] = pointwise ? nb_reshape(dcols, xs, 4)
+                           : nb_fold(nb_reshape(dcols, NB_SHAPE(N, groups * K, L)), xs[2], xs[3], win);
+    }
     return NB_OK;
 }

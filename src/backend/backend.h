@@ -87,6 +87,21 @@ struct nb_backend {
      *  heads of a key head summed).  Required with attention. */
     nb_status (*attention_backward)(nb_tensor *dq, nb_tensor *dk, nb_tensor *dv, const nb_tensor *const *in,
                                     int mask, int64_t window, double scale);
+    /** conv2d image by image (src/ops/convolution.c), every tensor contiguous, all f32 or all
+     *  f64, geometry valid for x [N, C, H, W] and w [O, C/groups, KH, KW] with OH/OW from
+     *  nb__window_out and L = OH*OW, K = C/groups*KH*KW: y [N, O, OH, OW] = the
+     *  cross-correlation of x with w plus b [O] (NULL: none) — for each image n and group q,
+     *  y[n, q] = w[q] as [O/groups, K] times unfold(x)[n, q] as [K, L], b added as matmul_add
+     *  adds it, bit for bit as matmul_add and window (UNFOLD) compute it.  NULL: the backend has
+     *  none (conv2d then runs that composite). */
+    nb_status (*conv2d)(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
+                        const nb_window2d *win, int64_t groups);
+    /** conv2d's gradients from g [N, O, OH, OW] (contiguous, x's dtype), each NULL when not wanted:
+     *  dx [N, C, H, W] = fold of w[q]ᵀ g[n, q] per image and group, and dwi [N, groups, O/groups, K]
+     *  = g[n, q] unfold(x)[n, q]ᵀ per image and group (the caller sums over N) — bit for bit as
+     *  matmul and window (UNFOLD, FOLD) compute them.  Required with conv2d. */
+    nb_status (*conv2d_backward)(nb_tensor *dx, nb_tensor *dwi, const nb_tensor *x, const nb_tensor *w,
+                                 const nb_tensor *g, const nb_window2d *win, int64_t groups);
     /** Low-precision codes (O10; src/ops/quant.c): contiguous tensors of `rows` rows, each row
      *  described by r (format, layout, logical K, the TENSOR or NVFP4 global scale; see lowp.h).
      *  quantize:   x f32 [rows, K] -> codes u8 [rows, K·bits/8] (packed), scales u8

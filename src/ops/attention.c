@@ -208,23 +208,14 @@ static int infer_attention(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, n
 static nb_status exec_attention(nb_op op, nb_tensor *const *in, int n, const nb_attrs *a, const nb_meta *m,
                                 int nout, nb_tensor **out) {
     const nb_backend *be = nb__backend_of(in[0]);
-    nb_tensor *t[6] = {NULL}, *r[3] = {NULL};
-    nb_status st = NB_OK;
-    for (int i = 0; i < n && st == NB_OK; i++)
-        if (!(t[i] = nb__dense(in[i]))) st = nb_last_status();
-    for (int j = 0; j < nout && st == NB_OK; j++)
-        if (!(r[j] = nb__meta_new(&m[j], in[0]->storage->device))) st = nb_last_status();
+    nb_tensor *t[6], *r[3];
+    nb_status st = nb__exec_begin(in, n, m, nout, t, r);
     double scale = a->f[0] != 0 ? a->f[0] : 1.0 / sqrt((double)in[0]->shape[3]);
     if (st == NB_OK && op == NB_OP_ATTENTION)
         st = be->attention(r[0], r[1], t[0], t[1], t[2], a->sub, a->i[0], scale);
     else if (st == NB_OK)
         st = be->attention_backward(r[0], r[1], r[2], (const nb_tensor *const *)t, a->sub, a->i[0], scale);
-    for (int i = 0; i < n; i++) nb_release(t[i]);
-    for (int j = 0; j < nout; j++) {
-        if (st != NB_OK) nb_release(r[j]);
-        out[j] = st == NB_OK ? r[j] : NULL;
-    }
-    return st;
+    return nb__exec_end(st, t, n, r, nout, out);
 }
 
 const nb_kind_impl nb__kind_attention = {infer_attention, exec_attention};

@@ -42,6 +42,27 @@ void nb__meta_redirect(nb_storage *s, size_t byte_offset, const nb_meta *m) {
     tl_dest.m = m;
 }
 
+nb_status nb__exec_begin(nb_tensor *const *in, int n, const nb_meta *m, int nout, nb_tensor **t, nb_tensor **r) {
+    nb_status st = NB_OK;
+    for (int i = 0; i < n; i++) {
+        t[i] = st == NB_OK && in[i] ? nb__dense(in[i]) : NULL;
+        if (st == NB_OK && in[i] && !t[i]) st = nb_last_status();
+    }
+    for (int j = 0; j < nout; j++) r[j] = NULL;
+    for (int j = 0; j < nout && st == NB_OK; j++)
+        if (!(r[j] = nb__meta_new(&m[j], in[0]->storage->device))) st = nb_last_status();
+    return st;
+}
+
+nb_status nb__exec_end(nb_status st, nb_tensor **t, int n, nb_tensor **r, int nout, nb_tensor **out) {
+    for (int i = 0; i < n; i++) nb_release(t[i]);
+    for (int j = 0; j < nout; j++) {
+        if (st != NB_OK) nb_release(r[j]);
+        out[j] = st == NB_OK ? r[j] : NULL;
+    }
+    return st;
+}
+
 nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev) {
     if (__builtin_expect(tl_dest.s != NULL, 0) && m->dtype == tl_dest.m->dtype && m->ndim == tl_dest.m->ndim &&
         !memcmp(m->shape, tl_dest.m->shape, sizeof(int64_t) * (size_t)m->ndim)) {

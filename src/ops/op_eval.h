@@ -53,6 +53,7 @@ static inline int64_t nb__py_remainder_i64(int64_t a, int64_t b) {
 #define NB_EV_RANDOM NB_EV_NONE
 #define NB_EV_LINALG NB_EV_NONE
 #define NB_EV_QUANT NB_EV_NONE
+#define NB_EV_CONV NB_EV_NONE
 #define NB_EV_ATTENTION NB_EV_NONE
 
 /* ---- double precision: the expr column ---- */

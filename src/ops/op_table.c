@@ -39,7 +39,7 @@ NB_KIND_DECL(unary) NB_KIND_DECL(binary) NB_KIND_DECL(where) NB_KIND_DECL(reduce
 NB_KIND_DECL(scan) NB_KIND_DECL(matmul) NB_KIND_DECL(gather) NB_KIND_DECL(scatter_add) NB_KIND_DECL(copy)
 NB_KIND_DECL(view) NB_KIND_DECL(view_grad) NB_KIND_DECL(pad) NB_KIND_DECL(cat) NB_KIND_DECL(window)
 NB_KIND_DECL(size) NB_KIND_DECL(random) NB_KIND_DECL(linalg) NB_KIND_DECL(attention)
-NB_KIND_DECL(quant)
+NB_KIND_DECL(quant) NB_KIND_DECL(conv)
 #undef NB_KIND_DECL
 
 const nb_kind_impl *const nb__kinds[NB_KIND_COUNT] = {
@@ -53,5 +53,5 @@ const nb_kind_impl *const nb__kinds[NB_KIND_COUNT] = {
     [NB_KIND_COMPOSITE] = NULL,                [NB_KIND_WINDOW] = &nb__kind_window,
     [NB_KIND_SIZE] = &nb__kind_size,           [NB_KIND_RANDOM] = &nb__kind_random,
     [NB_KIND_LINALG] = &nb__kind_linalg,         [NB_KIND_ATTENTION] = &nb__kind_attention,
-    [NB_KIND_QUANT] = &nb__kind_quant,
+    [NB_KIND_QUANT] = &nb__kind_quant,         [NB_KIND_CONV] = &nb__kind_conv,
 };

@@ -22,6 +22,7 @@ typedef enum nb_op_kind {
     NB_KIND_SCAN, NB_KIND_MATMUL, NB_KIND_GATHER, NB_KIND_SCATTER_ADD, NB_KIND_COPY,
     NB_KIND_VIEW, NB_KIND_VIEW_GRAD, NB_KIND_PAD, NB_KIND_CAT, NB_KIND_COMPOSITE, NB_KIND_WINDOW,
     NB_KIND_SIZE, NB_KIND_RANDOM, NB_KIND_LINALG, NB_KIND_ATTENTION, NB_KIND_QUANT,
+    NB_KIND_CONV,
     NB_KIND_COUNT
 } nb_op_kind;
 
@@ -141,6 +142,13 @@ nb_status nb__eager_apply(nb_op op, nb_tensor *const *in, int n, const nb_attrs 
                           int nout, nb_tensor **out);
 /** A fresh concrete tensor for meta on dev (contiguous, uninitialized). Unscoped. */
 nb_tensor *nb__meta_new(const nb_meta *m, nb_device dev);
+/** An execute step's operands for a backend kernel: t[i] the dense form (nb__dense) of in[i] (NULL
+ *  where in[i] is), r[j] a fresh output for m[j] on in[0]'s device.  NB_OK or the first error (the
+ *  rest NULL); nb__exec_end releases them either way. */
+nb_status nb__exec_begin(nb_tensor *const *in, int n, const nb_meta *m, int nout, nb_tensor **t, nb_tensor **r);
+/** The end of that step with the kernel's status st: t[0..n) released; out[j] = r[j] when st is
+ *  NB_OK, else NULL with r[j] released.  Returns st. */
+nb_status nb__exec_end(nb_status st, nb_tensor **t, int n, nb_tensor **r, int nout, nb_tensor **out);
 /** Make the next nb__meta_new on this thread for a result of meta m (dtype and shape equal) a
  *  contiguous view of s at byte_offset (a memory plan's arena, src/compile/plan.c) instead of a
  *  fresh buffer; s NULL cancels.  One result, then the redirect is gone. */
@@ -241,6 +249,11 @@ nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_op
 /** x itself (retained) when contiguous, else a contiguous copy of it (unscoped, not recorded);
  *  NULL with the error. */
 nb_tensor *nb__dense(nb_tensor *x);
+/** Whether nb_conv2d runs x [N, C, H, W] * w (+ b) as the CONVOLUTION kernel (convolution.c): eager
+ *  (no interpreter, no symbolic operand), f32 or f64, one backend that has the kernel. */
+bool nb__convolution_eager(nb_tensor *x, nb_tensor *w, nb_tensor *b);
+/** The CONVOLUTION op on operands nb_conv2d has checked (scoped result; NULL with the error). */
+nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups);
 /** The identity matrices of a's batch ([..., n, n] for a [..., n, n]; symbolic sizes too), scoped,
  *  recorded (diag_embed of ones shaped like a's diagonal). */
 nb_tensor *nb__eye_like(nb_tensor *a);

@@ -247,6 +247,6 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         return apply_with(nd, &a, x, out);
     }
     default:
-        NB_ASSERT(0); /* COMPOSITE ops are never graph nodes: their parts are */
+        NB_ASSERT(0); /* COMPOSITE ops are never graph nodes (their parts are), nor is the eager-only CONV kind */
     }
 }

@@ -12,16 +12,9 @@
 #include <math.h>
 #include <string.h>
 
-typedef struct win_ctx {
-    nb_op op;
-    const float *x;
-    float *out;
-    int64_t *idx;
-    nb_window2d w;
-    int64_t H, W, OH, OW; /* image plane [H, W]; window grid [OH, OW] */
-    const int32_t *taps;  /* 2x2 / stride-2 max pooling with indices: each output's first tap in the plane, or NULL */
-    const uint8_t *inside; /* shifted unfold / fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
-} win_ctx;
+typedef nb_cpu_win win_ctx;
+
+enum { TAPS_MAX = 1 << 22 }; /* largest pooled plane given a tap table (16 MiB); larger ones take the general loop */
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
 static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
@@ -308,42 +301,66 @@ static uint8_t *shifted_inside_fill(const win_ctx *c, uint8_t *f) {
     for (int64_t q = 0; q < c->w.kernel[1]; q++) {
         int64_t j0, j1;
         inside_range(c, q * c->w.dilation[1] - c->w.padding[1], &j0, &j1);
-        for (int64_t k = 0; k < L; k++) f[q * L + k] = k % c->W >= j0 && k % c->W < j1;
+        uint8_t *row = f + q * L; /* OW == W: the first output row, then copies of it (no division per element) */
+        for (int64_t j = 0; j < c->OW; j++) row[j] = j >= j0 && j < j1;
+        for (int64_t k = c->OW; k < L; k += c->OW) memcpy(row + k, row, (size_t)c->OW);
     }
     return f;
 }
 
-enum { TAPS_MAX = 1 << 22 }; /* largest pooled plane given a tap table (16 MiB); larger ones take the general loop */
+
+nb_status nb__cpu_win_prepare(nb_cpu_win *c, nb_op op, int64_t H, int64_t W, const int64_t *grid,
+                              const nb_window2d *w, bool idx) {
+    *c = (nb_cpu_win){.op = op, .H = H, .W = W};
+    if (op == NB_OP_MAX_UNPOOL2D) {
+        c->OH = grid[0];
+        c->OW = grid[1];
+    } else {
+        c->w = *w;
+        c->OH = nb__window_out(H, w->kernel[0], w->stride[0], w->padding[0], w->dilation[0]);
+        c->OW = nb__window_out(W, w->kernel[1], w->stride[1], w->padding[1], w->dilation[1]);
+    }
+    c->work = c->OH * c->OW * (op == NB_OP_UNFOLD || op == NB_OP_FOLD ? w->kernel[0] * w->kernel[1] : 1);
+    /* the pass's one table, if its op takes one (sizes in bytes; the grid and the fold's rows are never empty):
+     * the pooling's tap offsets, or the shifted unfold's / fold's flags */
+    bool pool_taps = op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && H * W <= INT32_MAX && c->work <= TAPS_MAX;
+    size_t inside_size = (size_t)(c->OH * c->OW * c->w.kernel[1]);
+    bool shifted = (op == NB_OP_UNFOLD || op == NB_OP_FOLD) && w->stride[0] == 1 && w->stride[1] == 1 &&
+                   c->OW == W && inside_size <= TAPS_MAX;
+    c->table_size = pool_taps ? sizeof(int32_t) * (size_t)(c->OH * c->OW) : shifted ? inside_size : 0;
+    c->table = c->table_size ? nb__buf_alloc(c->table_size) : NULL;
+    if (c->table_size && !c->table) return NB_ERR_OOM;
+    if (pool_taps) c->taps = pool_taps_fill(c, c->table);
+    if (shifted) c->inside = shifted_inside_fill(c, c->table);
+    return NB_OK;
+}
+
+void nb__cpu_win_run(const nb_cpu_win *c, const float *x, float *out, int64_t *idx, int64_t planes) {
+    nb_cpu_win r = *c;
+    r.x = x;
+    r.out = out;
+    r.idx = idx;
+    window_planes(&r, 0, planes, 0);
+}
+
+void nb__cpu_win_release(nb_cpu_win *c) {
+    if (c->table) nb__buf_free(c->table, c->table_size);
+    c->table = NULL;
+}
 
 nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
     if (x->dtype != NB_F32) return nb__ref_backend.window(op, out, idx, x, w);
     /* the image side is x for UNFOLD / MAX_POOL2D, out for FOLD / MAX_UNPOOL2D */
     const nb_tensor *img = op == NB_OP_UNFOLD || op == NB_OP_MAX_POOL2D ? x : out;
     const nb_tensor *grid = img == x ? out : x;
-    win_ctx c = {.op = op, .x = (const float *)nb__ptr(x), .out = (float *)nb__ptr(out),
-                 .idx = idx ? (int64_t *)nb__ptr(idx) : NULL, .H = img->shape[2],
-                 .W = img->shape[3]};
-    if (op == NB_OP_MAX_UNPOOL2D) {
-        c.OH = grid->shape[2];
-        c.OW = grid->shape[3];
-    } else {
-        c.w = *w;
-        c.OH = nb__window_out(c.H, w->kernel[0], w->stride[0], w->padding[0], w->dilation[0]);
-        c.OW = nb__window_out(c.W, w->kernel[1], w->stride[1], w->padding[1], w->dilation[1]);
-    }
-    int64_t planes = img->shape[0] * img->shape[1], work = nb__numel(grid) / (planes ? planes : 1);
-    /* the call's one table, if its op takes one (sizes in bytes; the grid and the fold's rows are never empty):
-     * the pooling's tap offsets, or the shifted unfold's / fold's flags */
-    bool pool_taps = op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && c.H * c.W <= INT32_MAX && work <= TAPS_MAX;
-    size_t inside_size = (size_t)(c.OH * c.OW * c.w.kernel[1]);
-    bool shifted = (op == NB_OP_UNFOLD || op == NB_OP_FOLD) && w->stride[0] == 1 && w->stride[1] == 1 &&
-                   c.OW == c.W && inside_size <= TAPS_MAX;
-    size_t table_size = pool_taps ? sizeof(int32_t) * (size_t)(c.OH * c.OW) : shifted ? inside_size : 0;
-    void *table = table_size ? nb__buf_alloc(table_size) : NULL;
-    if (table_size && !table) return NB_ERR_OOM;
-    if (pool_taps) c.taps = pool_taps_fill(&c, table);
-    if (shifted) c.inside = shifted_inside_fill(&c, table);
-    nb__parallel_for(planes, work >= 16384 ? 1 : 16384 / (work ? work : 1), window_planes, &c);
-    if (table) nb__buf_free(table, table_size);
+    nb_cpu_win c;
+    nb_status st = nb__cpu_win_prepare(&c, op, img->shape[2], img->shape[3], grid->shape + 2, w, idx != NULL);
+    if (st != NB_OK) return st;
+    c.x = (const float *)nb__ptr(x);
+    c.out = (float *)nb__ptr(out);
+    c.idx = idx ? (int64_t *)nb__ptr(idx) : NULL;
+    int64_t planes = img->shape[0] * img->shape[1];
+    nb__parallel_for(planes, c.work >= 16384 ? 1 : 16384 / (c.work ? c.work : 1), window_planes, &c);
+    nb__cpu_win_release(&c);
     return NB_OK;
 }

@@ -67,6 +67,7 @@ typedef struct jit_unary_text {
 #define JT_KIND_RANDOM JT_NONE
 #define JT_KIND_LINALG JT_NONE
 #define JT_KIND_QUANT JT_NONE
+#define JT_KIND_CONV JT_NONE
 #define JT_KIND_ATTENTION JT_NONE
 static const jit_unary_text unary_text[NB_OP_COUNT] = {
 #define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, expr)

@@ -190,6 +190,7 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
 #define GEN_K_RANDOM GEN_NONE
 #define GEN_K_LINALG GEN_NONE
 #define GEN_K_QUANT GEN_NONE
+#define GEN_K_CONV GEN_NONE
 #define GEN_K_ATTENTION GEN_NONE
 #define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) GEN_K_##kind(E, name, dt, expr)
 #include "../../ops/ops.def"
@@ -307,6 +308,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_U_RANDOM(E, dt)
 #define NB_TAB_U_LINALG(E, dt)
 #define NB_TAB_U_QUANT(E, dt)
+#define NB_TAB_U_CONV(E, dt)
 #define NB_TAB_U_ATTENTION(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
@@ -332,6 +334,7 @@ const nb_cpu_kernels NB_KTABLE = {
 #define NB_TAB_B_RANDOM(E, dt)
 #define NB_TAB_B_LINALG(E, dt)
 #define NB_TAB_B_QUANT(E, dt)
+#define NB_TAB_B_CONV(E, dt)
 #define NB_TAB_B_ATTENTION(E, dt)
 #include "../../ops/ops.def"
 #undef NB_OP
