@@ -114,9 +114,10 @@ static void tile_at(const nb_gemm_kern *kk, size_t es, int64_t kc, const char *a
 }
 
 /* The epilogue: C(i, j) += add(i, j) over rows x cols of C at c (strides crs, ccs) and of the addend
- * at a (strides ars, acs), in the dtype's own addition (as the elementwise add kernel). */
+ * at a (strides ars, acs), in the dtype's own addition (as the elementwise add kernel), in the
+ * widest vectors the CPU has (one addition per element: the same bits in every clone). */
 #define GEMM_ADD_TILE(NAME, T)                                                                      \
-    static void NAME(char *c_, int64_t crs, int64_t ccs, const char *a_, int64_t ars, int64_t acs,   \
+    NB_SIMD_CLONES static void NAME(char *c_, int64_t crs, int64_t ccs, const char *a_, int64_t ars, int64_t acs,   \
                      int64_t rows, int64_t cols) {                                                  \
         for (int64_t i = 0; i < rows; i++) {                                                        \
             T *restrict c = (T *)c_ + i * crs;                                                      \
