@@ -592,6 +592,27 @@ static void bad_input(void **state) {
     expect_error(nb_fold(NBT(nb_zeros(NB_SHAPE(1, 7, 16), NB_F32)), 5, 5, NB_POOL2D(2, 2)), NB_ERR_SHAPE, "[1, 7, 16]");
     nb_tensor *bad_idx = NBT(nb_full(NB_SHAPE(1, 1, 2, 2), 99, NB_I64));
     expect_error(nb_max_unpool2d(NBT(nb_zeros(NB_SHAPE(1, 1, 2, 2), NB_F32)), bad_idx, 4, 4), NB_ERR_INDEX, "99");
+    /* the kernels check while they scatter (planes over threads): the error names the first bad index
+     * in the indices' order, on both backends, f32 and f64 */
+    int64_t *vals = test_malloc(sizeof(int64_t) * 64 * 4);
+    for (int i = 0; i < 64 * 4; i++) vals[i] = i % 16;
+    vals[40 * 4 + 2] = 1000;
+    vals[50 * 4 + 0] = -5;
+    nb_tensor *many = NBT(nb_from_data(vals, NB_SHAPE(2, 32, 2, 2), NB_I64));
+    test_free(vals);
+    int saved = nb_get_num_threads();
+    nb_set_num_threads(3);
+    for (int dev = 0; dev < 2; dev++)
+        for (int dt = 0; dt < 2; dt++) {
+            nb_tensor *g = NBT(nb_ones(NB_SHAPE(2, 32, 2, 2), dt ? NB_F64 : NB_F32));
+            nb_tensor *ix = many;
+            if (dev) {
+                g = NBT(nb_to_device(g, NB_REF));
+                ix = NBT(nb_to_device(many, NB_REF));
+            }
+            expect_error(nb_max_unpool2d(g, ix, 4, 4), NB_ERR_INDEX, "index 1000 out of range [0, 16)");
+        }
+    nb_set_num_threads(saved);
     nb_scope_end();
 }
 

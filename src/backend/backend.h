@@ -55,7 +55,9 @@ struct nb_backend {
      *                 shape, written; NULL when not wanted) = flat h*W + w of the first maximum
      *                 (a NaN wins);
      *   MAX_UNPOOL2D: out [N, C, H, W] = zeros plus x [N, C, h, w] added at idx (i64, x's
-     *                 shape, read, validated in [0, H*W)); w unused. */
+     *                 shape, read); an index outside [0, H*W) is NB_ERR_INDEX with
+     *                 nb__index_error's message naming the first one in idx's order (out's
+     *                 contents then unspecified); w unused. */
     nb_status (*window)(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w);
     /** Small dense linear algebra (src/ops/linalg.c) over a batch of matrices, every tensor f64
      *  and contiguous, a [batch, n, n] (batch: the product of the leading dims, 1 for none):

@@ -8,7 +8,11 @@
 
 #include <string.h>
 
-nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
+nb_status nb__index_error(const char *op, int64_t index, int64_t size) {
+    return nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)index, (long long)size);
+}
+
+nb_tensor *nb__index_i64(const char *op, nb_tensor *index) {
     if (!nb__check_concrete(op, index)) return NULL;
     nb_tensor *ix = nb__to_dtype(index, NB_I64);
     if (ix && !nb_is_contiguous(ix)) {
@@ -20,6 +24,11 @@ nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
         nb_release(ix);
         ix = c;
     }
+    return ix;
+}
+
+nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
+    nb_tensor *ix = nb__index_i64(op, index);
     if (!ix) return NULL;
     const int64_t *p = (const int64_t *)nb__ptr(ix);
     int64_t n = nb__numel(ix);
@@ -31,7 +40,7 @@ nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size) {
         for (int64_t i = b; i < e; i++) bad |= (uint64_t)p[i] >= (uint64_t)size; /* negatives wrap high */
         for (int64_t i = b; bad && i < e; i++)
             if ((uint64_t)p[i] >= (uint64_t)size) {
-                nb__error(NB_ERR_INDEX, "%s: index %lld out of range [0, %lld)", op, (long long)p[i], (long long)size);
+                nb__index_error(op, p[i], size);
                 nb_release(ix);
                 return NULL;
             }

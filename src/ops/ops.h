@@ -278,6 +278,11 @@ nb_tensor *nb__exp_shift(nb_tensor *x, const int *axes, int naxes);
  * symbolic index.  Unscoped, unrecorded.
  */
 nb_tensor *nb__checked_index(const char *op, nb_tensor *index, int64_t size);
+/** nb__checked_index without the range check, for a kernel that checks while it reads
+ *  (max_unpool2d's, backend.h `window`).  Unscoped, unrecorded. */
+nb_tensor *nb__index_i64(const char *op, nb_tensor *index);
+/** NB_ERR_INDEX: "op: index i out of range [0, size)" (the message of every range check). */
+nb_status nb__index_error(const char *op, int64_t index, int64_t size);
 /** gather / scatter_add with errors (infer and run time) reported under the name of
  *  name_op (the primitive itself, or a composite built on it). Unscoped. */
 nb_tensor *nb__gather(nb_op name_op, nb_tensor *x, int axis, nb_tensor *index);

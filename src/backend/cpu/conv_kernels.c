@@ -10,6 +10,7 @@
 #include "pool.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 typedef nb_cpu_win win_ctx;
@@ -278,8 +279,15 @@ static void window_planes(void *p, int64_t lo, int64_t hi, int tid) {
             float *o = c->out + pl * img;
             const float *x = c->x + pl * L;
             const int64_t *ix = c->idx + pl * L;
+            bool bad = false; /* an index out of the plane: skipped here, reported by nb__cpu_window */
             memset(o, 0, sizeof(float) * (size_t)img);
-            for (int64_t k = 0; k < L; k++) o[ix[k]] += x[k];
+            for (int64_t k = 0; k < L; k++) {
+                bool in = (uint64_t)ix[k] < (uint64_t)img; /* negatives wrap high */
+                bad |= !in;
+                if (in) o[ix[k]] += x[k];
+            }
+            for (int64_t first = atomic_load(c->bad_plane); bad && pl < first;) /* keep the lowest such plane */
+                if (atomic_compare_exchange_weak(c->bad_plane, &first, pl)) break;
             break;
         }
         default: NB_ASSERT(0 && "not a window op");
@@ -336,6 +344,7 @@ nb_status nb__cpu_win_prepare(nb_cpu_win *c, nb_op op, int64_t H, int64_t W, con
 }
 
 void nb__cpu_win_run(const nb_cpu_win *c, const float *x, float *out, int64_t *idx, int64_t planes) {
+    NB_ASSERT(c->op != NB_OP_MAX_UNPOOL2D); /* its range check is nb__cpu_window's */
     nb_cpu_win r = *c;
     r.x = x;
     r.out = out;
@@ -360,7 +369,12 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
     c.out = (float *)nb__ptr(out);
     c.idx = idx ? (int64_t *)nb__ptr(idx) : NULL;
     int64_t planes = img->shape[0] * img->shape[1];
+    _Atomic int64_t bad_plane = planes;
+    c.bad_plane = &bad_plane;
     nb__parallel_for(planes, c.work >= 16384 ? 1 : 16384 / (c.work ? c.work : 1), window_planes, &c);
     nb__cpu_win_release(&c);
+    int64_t pl = atomic_load(&bad_plane), L = c.OH * c.OW, img_size = c.H * c.W;
+    for (int64_t k = 0; pl < planes && k < L; k++) /* the first bad index in idx's order */
+        if ((uint64_t)c.idx[pl * L + k] >= (uint64_t)img_size) return nb__index_error("max_unpool2d", c.idx[pl * L + k], img_size);
     return NB_OK;
 }

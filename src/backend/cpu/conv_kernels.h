@@ -5,6 +5,8 @@
 
 #include "../backend.h"
 
+#include <stdatomic.h>
+
 /** One sliding-window pass (UNFOLD, FOLD, MAX_POOL2D, MAX_UNPOOL2D) over f32 [H, W] planes of
  *  one geometry: what the plane kernels read. */
 typedef struct nb_cpu_win {
@@ -19,6 +21,7 @@ typedef struct nb_cpu_win {
     const uint8_t *inside; /* shifted unfold / fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
     void *table;           /* the allocation taps or inside point into (table_size bytes), or NULL */
     size_t table_size;
+    _Atomic int64_t *bad_plane; /* MAX_UNPOOL2D: lowered to the first plane holding an index outside it */
 } nb_cpu_win;
 
 /** Prepare pass c of op over [H, W] planes (grid: MAX_UNPOOL2D's pooled [h, w]; w: the other

@@ -223,16 +223,19 @@ static void ref_max_pool(nb_tensor *out, nb_tensor *idx, const nb_tensor *x, con
                 }
 }
 
-static void ref_max_unpool(nb_tensor *out, const nb_tensor *idx, const nb_tensor *x) {
+static nb_status ref_max_unpool(nb_tensor *out, const nb_tensor *idx, const nb_tensor *x) {
     int64_t planes = x->shape[0] * x->shape[1], in = x->shape[2] * x->shape[3];
     int64_t outp = out->shape[2] * out->shape[3];
     const int64_t *ix = (const int64_t *)nb__ptr(idx);
+    for (int64_t i = 0; i < planes * in; i++)
+        if (ix[i] < 0 || ix[i] >= outp) return nb__index_error("max_unpool2d", ix[i], outp);
     for (int64_t i = 0; i < nb__numel(out); i++) store_at(out, i, 0);
     for (int64_t pl = 0; pl < planes; pl++)
         for (int64_t k = 0; k < in; k++) {
             int64_t o = pl * outp + ix[pl * in + k];
             store_at(out, o, load_at(out, o) + load_at(x, pl * in + k));
         }
+    return NB_OK;
 }
 
 static nb_status ref_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tensor *x, const nb_window2d *w) {
@@ -240,7 +243,7 @@ static nb_status ref_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_t
     case NB_OP_UNFOLD: ref_im2col(false, out, (nb_tensor *)x, w); break;
     case NB_OP_FOLD: ref_im2col(true, (nb_tensor *)x, out, w); break;
     case NB_OP_MAX_POOL2D: ref_max_pool(out, idx, x, w); break;
-    case NB_OP_MAX_UNPOOL2D: ref_max_unpool(out, idx, x); break;
+    case NB_OP_MAX_UNPOOL2D: return ref_max_unpool(out, idx, x);
     default: NB_ASSERT(0 && "not a window op");
     }
     return NB_OK;
