@@ -39,7 +39,10 @@ RULE(max_unpool2d) {
  * the positions.  In an eager backward pass that records nothing, dx and the per-image dw come
  * from the CONVOLUTION_BACKWARD kernel; elsewhere (create_graph) from unfold, matmul and fold,
  * so they differentiate again.  The sums are the gradient conformance's (nb__sum_to), so both
- * ways give the bits of conv.c's composite, whose tape makes the same ops. */
+ * ways give the gradients of conv.c's composite bit for bit, whose tape makes the same ops.
+ * Second derivatives agree with the composite's up to rounding only: this rule unfolds x again
+ * for dw, so x's second-order terms arrive as two folds added (fold(a) + fold(b)) where the
+ * composite, which reuses its forward's columns, folds their sum once. */
 RULE(convolution) {
     nb_tensor *x = X, *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     nb_window2d win = nb__window_from_attrs(&n->attrs);

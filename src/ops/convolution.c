@@ -5,7 +5,9 @@
  * CONVOLUTION_BACKWARD its input gradient and per-image weight gradients,
  * what the CONVOLUTION rule runs in an eager backward pass that records
  * nothing (as PyTorch's convolution and convolution_backward).  Both compute
- * what conv.c's composite of unfold, matmul and fold computes, bit for bit.
+ * what conv.c's composite of unfold, matmul and fold computes, bit for bit
+ * (values and first-order gradients; see the rule in vjp_conv.c for second
+ * derivatives, which agree up to rounding).
  * They are eager only: nb_conv2d traces, and runs under transforms, as that
  * composite, so no graph holds them.
  *
