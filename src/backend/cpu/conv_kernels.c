@@ -198,7 +198,7 @@ NB_SIMD_CLONES static void max_pool_2x2_row(const float *restrict r0, int64_t W,
         float m = b > a ? b : a;
         m = c > m ? c : m;
         m = d > m ? d : m;
-        out[j] = (a != a) | (b != b) | (c != c) | (d != d) ? NAN : m;
+        out[j] = ((a != a) | (b != b) | (c != c) | (d != d)) ? NAN : m;
     }
 }
 
