@@ -65,8 +65,7 @@ RULE(convolution) {
         if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), wg_shape, 3)), ws, 4);
         return NB_OK;
     }
-    bool pointwise = ws[2] == 1 && ws[3] == 1 && win.stride[0] == 1 && win.stride[1] == 1 && win.padding[0] == 0 &&
-                     win.padding[1] == 0;
+    bool pointwise = nb__window_pointwise(&win);
     if (rw) {
         nb_tensor *cols = pointwise ? x : nb_unfold(x, win);
         cols = nb_reshape(cols, NB_SHAPE(N, groups, K, L));

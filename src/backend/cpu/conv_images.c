@@ -17,6 +17,7 @@
  * tables (f32; f64 goes through the reference window kernels, which
  * allocate nothing, on image views kept on the stack).
  */
+#include "../../ops/conv.h"
 #include "conv_kernels.h"
 #include "gemm.h"
 #include "pool.h"
@@ -135,15 +136,14 @@ static nb_status run(conv_ctx *c) {
     c->K = w->shape[1] * KH * KW;
     c->L = nb__window_out(c->H, KH, c->win.stride[0], c->win.padding[0], c->win.dilation[0]) *
            nb__window_out(c->W, KW, c->win.stride[1], c->win.padding[1], c->win.dilation[1]);
-    c->pointwise = KH == 1 && KW == 1 && c->win.stride[0] == 1 && c->win.stride[1] == 1 && c->win.padding[0] == 0 &&
-                   c->win.padding[1] == 0;
+    c->pointwise = nb__window_pointwise(&c->win);
     if (N == 0) return NB_OK;
     if (c->O == 0) { /* y and dwi are empty; dx is the fold of empty products: zeros */
         if (c->dx) memset(nb__ptr(c->dx), 0, (size_t)nb__numel(c->dx) * c->es);
         return NB_OK;
     }
     int threads = nb_get_num_threads();
-    bool over_images = threads > 1 && N >= threads && (N % threads == 0 || N >= 4 * threads);
+    bool over_images = nb__gemm_over_items(N, threads);
     int chunks = over_images ? threads : 1;
     c->threads = over_images ? 1 : threads;
     int64_t og = c->O / c->groups;

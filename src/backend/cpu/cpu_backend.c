@@ -610,7 +610,7 @@ static nb_status mm_run(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, 
         batch *= out->shape[d];
     }
     bool lowp = slot(out->dtype) < 0;
-    bool over_batch = !lowp && threads > 1 && batch >= threads && (batch % threads == 0 || batch >= 4 * threads);
+    bool over_batch = !lowp && nb__gemm_over_items(batch, threads);
     c.threads = over_batch ? 1 : threads;
     /* one workspace slot per thread; every item has the same m, n, k */
     nb_gemm sizes = {.dt = lowp ? NB_F32 : out->dtype, .m = out->shape[nd - 2], .n = out->shape[nd - 1],

@@ -41,6 +41,13 @@ typedef struct nb_gemm {
  *  panels of w rows: dst[(i / w) * w * kc + p * w + i % w], zeros past len (quant.c). */
 void nb__gemm_pack_codes(const nb_gemm_codes *c, float *dst, int64_t r0, int64_t len, int64_t p0, int64_t kc, int w);
 
+/** Whether a batch of `items` products (matmul's batch items, conv2d's images) runs one item per
+ *  thread with single-threaded GEMMs — enough items, split evenly or many — rather than the items
+ *  in turn with the threads inside each GEMM.  Either way the results are the same. */
+static inline bool nb__gemm_over_items(int64_t items, int threads) {
+    return threads > 1 && items >= threads && (items % threads == 0 || items >= 4 * (int64_t)threads);
+}
+
 /** Bytes of workspace one thread of nb__gemm needs for g's sizes and dtype. */
 size_t nb__gemm_ws_size(const nb_gemm *g);
 
