@@ -19,6 +19,7 @@
  */
 #include "support.h"
 #include "backend/cpu/kernels.h"
+#include "backend/cpu/vmath.h"
 
 #include <float.h>
 #include <math.h>
@@ -125,7 +126,7 @@ static int64_t edge_inputs(float *x) {
         FLT_MAX, INFINITY, NAN, 88.7228394f, 88.3762589f, 87.3365479f, 103.972076f, 103.278931f, 89.0f,
         17.3286800f, 18.0f, 0.346573591f, 0.693147182f, 0x1.6a09e6p-1f, 0x1.6a09e8p-1f, 0x1.6a09e6p+0f,
         0.625f, 0.9f, 3.92f, 4.0f, 5.7f, 5.75f, 10.3f, 14.1f, 14.85f, 20.0f, 30.0f, 110.0f, 170.0f, 200.0f,
-        0x1p24f, 0x1p25f, 1e22f, 3e38f};
+        0x1p24f, 0x1p25f, 1e22f, 3e38f, 86.0f, 88.0f};
     int64_t k = 0;
     for (size_t i = 0; i < sizeof base / sizeof base[0]; i++)
         for (int s = -1; s <= 1; s += 2) {
@@ -222,6 +223,36 @@ static void transcendental_ulp(void **state) {
             bad |= !(w.ulp <= uc->max_ulp);
         }
     if (bad) fail();
+}
+
+/* exp's fast form (one exponent-field addition, no clamp) is nb_expf bit for
+ * bit on its whole range, which is what lets the kernels split inputs between
+ * them: every 97th float of [NB_VM_EXP_MIN, NB_VM_EXP_MAX] (every one under
+ * NB_TEST_EXHAUSTIVE=1), the range's ends, and results that are normal
+ * there.  (Compiled here with the test's flags; the kernel tables' builds
+ * are checked against libm by transcendental_ulp.) */
+static void exp_normal_form_is_exp(void **state) {
+    (void)state;
+    const char *ex = getenv("NB_TEST_EXHAUSTIVE");
+    uint32_t step = ex && !strcmp(ex, "1") ? 1 : 97;
+    int64_t checked = 0, differ = 0;
+    for (uint64_t b = 0; b < ((uint64_t)1 << 32); b += step) {
+        uint32_t u = (uint32_t)b;
+        float x;
+        memcpy(&x, &u, 4);
+        if (!(x >= NB_VM_EXP_MIN && x <= NB_VM_EXP_MAX)) continue;
+        checked++;
+        float f = nb_expf_normal(x), e = nb_expf(x);
+        if (memcmp(&f, &e, 4) != 0 && differ++ < 5) fprintf(stderr, "exp(%a): form %a, nb_expf %a\n", x, f, e);
+    }
+    const float ends[] = {NB_VM_EXP_MIN, nextafterf(NB_VM_EXP_MIN, 0), NB_VM_EXP_MAX, nextafterf(NB_VM_EXP_MAX, 0), -0.0f, 0.0f};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        float f = nb_expf_normal(ends[i]), e = nb_expf(ends[i]);
+        differ += memcmp(&f, &e, 4) != 0;
+        assert_true(isnormal(f));
+    }
+    assert_true(checked > 2000000000 / (int64_t)step); /* about 2.2e9 floats lie in the range */
+    assert_int_equal(differ, 0);
 }
 
 /* ---- loop variants agree ------------------------------------------------ */
@@ -470,6 +501,7 @@ static void storage_alignment_and_reuse(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(transcendental_ulp),
+        cmocka_unit_test(exp_normal_form_is_exp),
         cmocka_unit_test(binary_variants),
         cmocka_unit_test(unary_variants),
         cmocka_unit_test(extremes),

@@ -11,10 +11,11 @@
  * an F32_UNARY form below (in the formulas, x is the float operand, p0 and
  * p1 the parameters as floats, p0d and p1d as doubles).  Some of those forms
  * hold on a range of inputs only: sin, cos and tan for |x| <= NB_VM_TRIG_MAX
- * (F32_IN_RANGE_TRIG), gelu for x >= NB_VM_GELU_MIN (F32_IN_RANGE_GELU).
- * The other inputs, non-finite ones included, get the op's slow form, which
- * holds everywhere: ops.def's formula in double for the trig functions,
- * F32_SLOW_GELU for gelu (kern_template.c: in blocks, recomputing the
+ * (F32_IN_RANGE_TRIG), gelu for x >= NB_VM_GELU_MIN (F32_IN_RANGE_GELU),
+ * exp where its result is normal (F32_IN_RANGE_EXP).  The other inputs,
+ * non-finite ones included, get the op's slow form, which holds everywhere:
+ * ops.def's formula in double for the trig functions, F32_SLOW_GELU for
+ * gelu, F32_SLOW_EXP for exp (kern_template.c: in blocks, recomputing the
  * outside inputs).
  */
 #ifndef NB_F32_FORMS_H
@@ -22,11 +23,16 @@
 
 #include "vmath.h"
 
-#define F32_RANGED(E) (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN || NB_OP_##E == NB_OP_GELU)
+#define F32_RANGED(E)                                                                              \
+    (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN || NB_OP_##E == NB_OP_GELU || \
+     NB_OP_##E == NB_OP_EXP)
 #define F32_IN_RANGE_GELU(x) ((x) >= NB_VM_GELU_MIN)
 #define F32_IN_RANGE_TRIG(x) (__builtin_fabsf(x) <= NB_VM_TRIG_MAX)
+#define F32_IN_RANGE_EXP(x) ((x) >= NB_VM_EXP_MIN && (x) <= NB_VM_EXP_MAX)
 #define F32_SLOW_GELU(x) nb_gelu_erfcf(x)
-#define F32_SLOW(E, expr) (NB_OP_##E == NB_OP_GELU ? F32_SLOW_GELU(x) : (float)(expr))
+#define F32_SLOW_EXP(x) nb_expf(x)
+#define F32_SLOW(E, expr)                                                                          \
+    (NB_OP_##E == NB_OP_GELU ? F32_SLOW_GELU(x) : NB_OP_##E == NB_OP_EXP ? F32_SLOW_EXP(x) : (float)(expr))
 
 /* f32 formulas: default is ops.def's (evaluated in double, rounded once);
  * the transcendental ops and activations use vmath.h. */
@@ -34,7 +40,7 @@
 #define F32_UNARY_NEG F32_DEFAULT
 #define F32_UNARY_ABS F32_DEFAULT
 #define F32_UNARY_SIGN F32_DEFAULT
-#define F32_UNARY_EXP(expr) nb_expf(x)
+#define F32_UNARY_EXP(expr) nb_expf_normal(x)
 #define F32_UNARY_EXPM1(expr) nb_expm1f(x)
 #define F32_UNARY_LOG(expr) nb_logf(x)
 #define F32_UNARY_LOG1P(expr) nb_log1pf(x)
