@@ -12,10 +12,11 @@
  * p1 the parameters as floats, p0d and p1d as doubles).  Some of those forms
  * hold on a range of inputs only: sin, cos and tan for |x| <= NB_VM_TRIG_MAX
  * (F32_IN_RANGE_TRIG), gelu for x >= NB_VM_GELU_MIN (F32_IN_RANGE_GELU),
- * exp where its result is normal (F32_IN_RANGE_EXP).  The other inputs,
- * non-finite ones included, get the op's slow form, which holds everywhere:
- * ops.def's formula in double for the trig functions, F32_SLOW_GELU for
- * gelu, F32_SLOW_EXP for exp (kern_template.c: in blocks, recomputing the
+ * exp where its result is normal (F32_IN_RANGE_EXP) and tanh where the
+ * exponential in it is (F32_IN_RANGE_TANH).  The other inputs, non-finite
+ * ones included, get the op's slow form, which holds everywhere: ops.def's
+ * formula in double for the trig functions, vmath.h's general function for
+ * the others (F32_SLOW_<op>; kern_template.c: in blocks, recomputing the
  * outside inputs).
  */
 #ifndef NB_F32_FORMS_H
@@ -25,14 +26,19 @@
 
 #define F32_RANGED(E)                                                                              \
     (NB_OP_##E == NB_OP_SIN || NB_OP_##E == NB_OP_COS || NB_OP_##E == NB_OP_TAN || NB_OP_##E == NB_OP_GELU || \
-     NB_OP_##E == NB_OP_EXP)
+     NB_OP_##E == NB_OP_EXP || NB_OP_##E == NB_OP_TANH)
 #define F32_IN_RANGE_GELU(x) ((x) >= NB_VM_GELU_MIN)
 #define F32_IN_RANGE_TRIG(x) (__builtin_fabsf(x) <= NB_VM_TRIG_MAX)
 #define F32_IN_RANGE_EXP(x) ((x) >= NB_VM_EXP_MIN && (x) <= NB_VM_EXP_MAX)
+#define F32_IN_RANGE_TANH(x) (__builtin_fabsf(x) <= NB_VM_TANH_MAX)
 #define F32_SLOW_GELU(x) nb_gelu_erfcf(x)
 #define F32_SLOW_EXP(x) nb_expf(x)
+#define F32_SLOW_TANH(x) nb_tanhf(x)
 #define F32_SLOW(E, expr)                                                                          \
-    (NB_OP_##E == NB_OP_GELU ? F32_SLOW_GELU(x) : NB_OP_##E == NB_OP_EXP ? F32_SLOW_EXP(x) : (float)(expr))
+    (NB_OP_##E == NB_OP_GELU  ? F32_SLOW_GELU(x)                                                  \
+     : NB_OP_##E == NB_OP_EXP ? F32_SLOW_EXP(x)                                                   \
+     : NB_OP_##E == NB_OP_TANH ? F32_SLOW_TANH(x)                                                 \
+                               : (float)(expr))
 
 /* f32 formulas: default is ops.def's (evaluated in double, rounded once);
  * the transcendental ops and activations use vmath.h. */
@@ -51,7 +57,7 @@
 #define F32_UNARY_SIN(expr) nb_sinf(x)
 #define F32_UNARY_COS(expr) nb_cosf(x)
 #define F32_UNARY_TAN(expr) nb_tanf(x)
-#define F32_UNARY_TANH(expr) nb_tanhf(x)
+#define F32_UNARY_TANH(expr) nb_tanhf_normal(x)
 #define F32_UNARY_SIGMOID(expr) nb_sigmoidf(x)
 #define F32_UNARY_RELU(expr) (x < 0.0f ? 0.0f : x)
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT

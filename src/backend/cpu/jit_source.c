@@ -14,7 +14,7 @@
  *    multiplication of one op into an addition of the next as a fused
  *    multiply-add (eager rounds between ops) nor share code between two
  *    instructions, which could change where it contracts inside one.
- *  - The ranged f32 forms (gelu, exp, sin, cos, tan) run in blocks of JB
+ *  - The ranged f32 forms (gelu, exp, tanh, sin, cos, tan) run in blocks of JB
  *    elements, marking the elements with an input outside a form's range;
  *    those are computed again, one by one, each ranged op calling its form
  *    or, outside its range, its slow form (each compiled out of line, alone),
@@ -113,6 +113,11 @@ static bool ranged(nb_op op, const char **test, const char **slow) {
     if (op == NB_OP_EXP) {
         *test = JIT_XSTR(F32_IN_RANGE_EXP(x));
         *slow = JIT_XSTR(F32_SLOW_EXP(x));
+        return true;
+    }
+    if (op == NB_OP_TANH) {
+        *test = JIT_XSTR(F32_IN_RANGE_TANH(x));
+        *slow = JIT_XSTR(F32_SLOW_TANH(x));
         return true;
     }
     if (op == NB_OP_SIN || op == NB_OP_COS || op == NB_OP_TAN) {

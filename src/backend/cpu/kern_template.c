@@ -70,7 +70,10 @@
  * form, and then the outside inputs, gathered while in cache, are recomputed
  * by the slow form in one call and scattered back. */
 static inline bool f32_in_range(nb_op op, float x) {
-    return op == NB_OP_GELU ? F32_IN_RANGE_GELU(x) : op == NB_OP_EXP ? F32_IN_RANGE_EXP(x) : F32_IN_RANGE_TRIG(x);
+    return op == NB_OP_GELU   ? F32_IN_RANGE_GELU(x)
+           : op == NB_OP_EXP  ? F32_IN_RANGE_EXP(x)
+           : op == NB_OP_TANH ? F32_IN_RANGE_TANH(x)
+                              : F32_IN_RANGE_TRIG(x);
 }
 
 /* out[i] = 1 where x[i s] is outside the op's range; how many are.  (Byte

@@ -152,8 +152,9 @@ static inline float nb_expm1f(float x) {
 /* tanh after Cephes tanhf: an odd polynomial for |x| < 0.625, else
  * 1 - 2 / (e^{2|x|} + 1) with x's sign (no cancellation there since
  * tanh(0.625) > 1/2).  Max error 1.3 ulp; ±1 at ±inf, NaN passes; the
- * polynomial branch takes x's sign so that tanh(-0) = -0. */
-static inline float nb_tanhf(float x) {
+ * polynomial branch takes x's sign so that tanh(-0) = -0.  nb_vm_tanh is
+ * the formula given e^{2|x|}; nb_tanhf takes that from nb_expf. */
+static inline float nb_vm_tanh(float x, float e2) { /* e2 = e^{2|x|} */
     float ax = __builtin_fabsf(x), z = x * x;
     float p = -5.70498872745E-3f;
     p = p * z + 2.06390887954E-2f;
@@ -161,9 +162,17 @@ static inline float nb_tanhf(float x) {
     p = p * z + 1.33314422036E-1f;
     p = p * z - 3.33332819422E-1f;
     float small = p * z * x + x;
-    float big = __builtin_copysignf(1.0f - 2.0f / (nb_expf(2.0f * ax) + 1.0f), x);
+    float big = __builtin_copysignf(1.0f - 2.0f / (e2 + 1.0f), x);
     return ax < 0.625f ? __builtin_copysignf(small, x) : big;
 }
+
+static inline float nb_tanhf(float x) { return nb_vm_tanh(x, nb_expf(2.0f * __builtin_fabsf(x))); }
+
+/* tanh for |x| <= NB_VM_TANH_MAX, where e^{2|x|} is nb_expf_normal's: bit for
+ * bit nb_tanhf there, faster; the kernels give other inputs to nb_tanhf. */
+#define NB_VM_TANH_MAX (NB_VM_EXP_MAX / 2.0f)
+
+static inline float nb_tanhf_normal(float x) { return nb_vm_tanh(x, nb_expf_normal(2.0f * __builtin_fabsf(x))); }
 
 /* m sigmoid(v), v = vhi + vlo, from e = e^{-|v|} = p 2^n in (0, 1]:
  * m / (1 + e) for v >= 0, m e / (1 + e) below, with m p 2^(n/2) / (1 + e)
