@@ -14,7 +14,7 @@
  *    multiplication of one op into an addition of the next as a fused
  *    multiply-add (eager rounds between ops) nor share code between two
  *    instructions, which could change where it contracts inside one.
- *  - The ranged f32 forms (gelu, exp, tanh, sin, cos, tan) run in blocks of JB
+ *  - The ranged f32 forms (f32_forms.h's F32_RANGE) run in blocks of JB
  *    elements, marking the elements with an input outside a form's range;
  *    those are computed again, one by one, each ranged op calling its form
  *    or, outside its range, its slow form (each compiled out of line, alone),
@@ -40,13 +40,17 @@ enum { JB = 2048 }; /* elements per block of a kernel with ranged forms */
 #define JIT_STR(...) #__VA_ARGS__
 #define JIT_XSTR(...) JIT_STR(__VA_ARGS__)
 
-/* The f32 form of each unary op (f32_forms.h, expanded) and its formula in double (ops.def). */
+/* Each unary op's f32 form (f32_forms.h, expanded), whether that form is ranged, its range
+ * test and slow form, and its formula in double (ops.def). */
 typedef struct jit_unary_text {
-    const char *f32, *f64;
+    const char *f32, *f64, *test, *slow;
+    bool ranged;
 } jit_unary_text;
 
-#define JT_UNARY(E, expr) [NB_OP_##E] = {JIT_XSTR(F32_UNARY_##E(expr)), JIT_XSTR(expr)},
-#define JT_NONE(E, expr)
+#define JT_UNARY(E, dt, expr)                                                                      \
+    NB_TYPED_##dt([NB_OP_##E] = {JIT_XSTR(F32_FORM(E, expr)), JIT_XSTR(expr), JIT_XSTR(F32_TEST(E)), JIT_XSTR(F32_SLOW(E, expr)), \
+                   F32_RANGED(E)},)
+#define JT_NONE(E, dt, expr)
 #define JT_KIND_UNARY JT_UNARY
 #define JT_KIND_BINARY JT_NONE
 #define JT_KIND_WHERE JT_NONE
@@ -70,17 +74,17 @@ typedef struct jit_unary_text {
 #define JT_KIND_CONV JT_NONE
 #define JT_KIND_ATTENTION JT_NONE
 static const jit_unary_text unary_text[NB_OP_COUNT] = {
-#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, expr)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, dt, expr)
 #include "../../ops/ops.def"
 #undef NB_OP
 };
 #undef JT_KIND_UNARY
 #undef JT_KIND_BINARY
 #define JT_KIND_UNARY JT_NONE
-#define JT_BINARY(E, expr) [NB_OP_##E] = JIT_XSTR(expr),
+#define JT_BINARY(E, dt, expr) [NB_OP_##E] = JIT_XSTR(expr),
 #define JT_KIND_BINARY JT_BINARY
 static const char *const binary_text[NB_OP_COUNT] = {
-#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, expr)
+#define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, dt, expr)
 #include "../../ops/ops.def"
 #undef NB_OP
 };
@@ -103,34 +107,9 @@ static const char *compare_op(nb_op op) {
     }
 }
 
-/* Does the f32 form of unary op hold on a range only?  Its range test (of x) and slow form. */
-static bool ranged(nb_op op, const char **test, const char **slow) {
-    if (op == NB_OP_GELU) {
-        *test = JIT_XSTR(F32_IN_RANGE_GELU(x));
-        *slow = JIT_XSTR(F32_SLOW_GELU(x));
-        return true;
-    }
-    if (op == NB_OP_EXP) {
-        *test = JIT_XSTR(F32_IN_RANGE_EXP(x));
-        *slow = JIT_XSTR(F32_SLOW_EXP(x));
-        return true;
-    }
-    if (op == NB_OP_TANH) {
-        *test = JIT_XSTR(F32_IN_RANGE_TANH(x));
-        *slow = JIT_XSTR(F32_SLOW_TANH(x));
-        return true;
-    }
-    if (op == NB_OP_SIN || op == NB_OP_COS || op == NB_OP_TAN) {
-        *test = JIT_XSTR(F32_IN_RANGE_TRIG(x));
-        *slow = NULL; /* ops.def's formula in double, rounded */
-        return true;
-    }
-    return false;
-}
-
 static bool instr_ranged(const nb_finstr *I) {
-    const char *t, *s;
-    return I->level == NB_FL_FULL && nb__ops[I->op].kind == NB_KIND_UNARY && I->dtype == NB_F32 && ranged(I->op, &t, &s);
+    return I->level == NB_FL_FULL && nb__ops[I->op].kind == NB_KIND_UNARY && I->dtype == NB_F32 &&
+           unary_text[I->op].ranged;
 }
 
 /* Can instruction I be emitted? */
@@ -170,12 +149,10 @@ static void truth(nb__text *b, const nb_fkernel *k, int j, int i) {
  * rarely): each compiled alone, sharing no code with the other or with the loop. */
 static void emit_ranged_fns(nb__text *b, const nb_fkernel *k, int j) {
     const nb_finstr *I = &k->instr[j];
-    const char *test, *slow;
-    if (!instr_ranged(I) || !ranged(I->op, &test, &slow)) return;
+    if (!instr_ranged(I)) return;
     const char *fn = "static __attribute__((noinline)) float";
     nb__text_printf(b, "%s nb_jit_form%d(float x) { return %s; }\n", fn, j, unary_text[I->op].f32);
-    if (slow) nb__text_printf(b, "%s nb_jit_slow%d(float x) { return %s; }\n", fn, j, slow);
-    else nb__text_printf(b, "%s nb_jit_slow%d(float x) { return (float)(%s); }\n", fn, j, unary_text[I->op].f64);
+    nb__text_printf(b, "%s nb_jit_slow%d(float x) { return %s; }\n", fn, j, unary_text[I->op].slow);
 }
 
 /* Instruction j of k as a C statement assigning v<nin + j>; mode 0: ranged forms unguarded
@@ -218,8 +195,8 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
                         "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
                         "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
                         2 * j, 2 * j + 1);
-        const char *test, *slow;
-        if (mode != 0 && instr_ranged(I) && ranged(op, &test, &slow)) {
+        const char *test = unary_text[op].test;
+        if (mode != 0 && instr_ranged(I)) {
             if (mode == 1) nb__text_printf(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
             else nb__text_printf(b, "v%d = %s ? nb_jit_form%d(x) : nb_jit_slow%d(x); }\n", d, test, j, j);
         } else {

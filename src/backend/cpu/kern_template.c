@@ -69,28 +69,24 @@
  * none gets the form; a block with only those, the slow form; otherwise the
  * form, and then the outside inputs, gathered while in cache, are recomputed
  * by the slow form in one call and scattered back. */
-static inline bool f32_in_range(nb_op op, float x) {
-    return op == NB_OP_GELU   ? F32_IN_RANGE_GELU(x)
-           : op == NB_OP_EXP  ? F32_IN_RANGE_EXP(x)
-           : op == NB_OP_TANH ? F32_IN_RANGE_TANH(x)
-                              : F32_IN_RANGE_TRIG(x);
-}
+typedef int (*f32_outside_fn)(const float *x, int64_t s, int64_t m, uint8_t *out);
 
-/* out[i] = 1 where x[i s] is outside the op's range; how many are.  (Byte
- * flags and an int count: gcc 12 vectorizes neither a bool reduction nor a
- * loop with a run-time stride, hence the caller's s == 1 case.) */
-static inline __attribute__((always_inline)) int f32_outside(nb_op op, const float *x, int64_t s, int64_t m,
-                                                             uint8_t *out) {
-    int count = 0;
-    for (int64_t i = 0; i < m; i++) {
-        uint8_t f = !f32_in_range(op, x[i * s]);
-        out[i] = f;
-        count += f;
+/* F32_OUTSIDE(E, s): out[i] = 1 where x[i s] is outside op E's range; how many are.  (Byte
+ * flags and an int count: gcc 12 vectorizes neither a bool reduction nor a loop with a
+ * run-time stride, hence u_<E>_f32_outside's s == 1 case.) */
+#define F32_OUTSIDE(E, s)                                       \
+    {                                                           \
+        int count = 0;                                          \
+        for (int64_t i = 0; i < m; i++) {                       \
+            const float x = xp[i * (s)];                        \
+            uint8_t f = !F32_TEST(E);                           \
+            out[i] = f;                                         \
+            count += f;                                         \
+        }                                                       \
+        return count;                                           \
     }
-    return count;
-}
 
-static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_unary slow, nb_op op, bool ranged,
+static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_unary slow, f32_outside_fn outside, bool ranged,
                                                            int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,
                                                            double p0, double p1) {
     if (!ranged) {
@@ -105,7 +101,7 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
         const float *xp = (const float *)xb;
         int64_t s = xs / (int64_t)sizeof(float);
         uint8_t out[BLOCK + 8];
-        int64_t count = s == 1 ? f32_outside(op, xp, 1, m, out) : f32_outside(op, xp, s, m, out);
+        int64_t count = outside(xp, s, m, out);
         if (count == m) { /* the slow form holds everywhere */
             slow(m, o, os, xb, xs, p0, p1);
             continue;
@@ -136,12 +132,17 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
                                 double p0d, double p1d) {                                    \
         const float p0 = (float)p0d, p1 = (float)p1d;                                        \
         (void)p0; (void)p1;                                                                  \
-        U_BODY(float, float, F32_UNARY_##E(expr))                                            \
+        U_BODY(float, float, F32_FORM(E, expr))                                              \
     }                                                                                        \
     static void u_##E##_f32_slow(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs, \
-                                 double p0, double p1) {                                     \
+                                 double p0d, double p1d) {                                   \
+        const float p0 = (float)p0d, p1 = (float)p1d;                                        \
         (void)p0; (void)p1;                                                                  \
         U_BODY(float, float, F32_SLOW(E, expr))                                              \
+    }                                                                                        \
+    static int u_##E##_f32_outside(const float *xp, int64_t s, int64_t m, uint8_t *out) {     \
+        if (s == 1) F32_OUTSIDE(E, 1)                                                        \
+        F32_OUTSIDE(E, s)                                                                    \
     }                                                                                        \
     static void u_##E##_f64(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
@@ -150,7 +151,7 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
     }                                                                                        \
     static void u_##E##_f32(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
-        f32_run(u_##E##_f32_all, u_##E##_f32_slow, NB_OP_##E, F32_RANGED(E), n, o_, os, x_, xs, p0, p1); \
+        f32_run(u_##E##_f32_all, u_##E##_f32_slow, u_##E##_f32_outside, F32_RANGED(E), n, o_, os, x_, xs, p0, p1); \
     }
 #define GEN_BINARY(E, name, dt, expr)                                                        \
     static void b_##E##_f32(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \
@@ -162,16 +163,6 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
         B_BODY(double, double, expr)                                                \
     }
 
-/* Typed f32/f64 loops exist for the ops of a float or integer result; the
- * BOOL-valued ones (comparisons, logical ops) run on the mask kernels
- * (kern_mask_template.c) instead. */
-#define NB_TYPED_SAME(x) x
-#define NB_TYPED_FLOAT(x) x
-#define NB_TYPED_PROMOTE(x) x
-#define NB_TYPED_FPROMOTE(x) x
-#define NB_TYPED_I64(x) x
-#define NB_TYPED_NA(x) x
-#define NB_TYPED_BOOL(x)
 #define GEN_NONE(E, name, dt, expr)
 #define GEN_K_UNARY(E, name, dt, expr) NB_TYPED_##dt(GEN_UNARY(E, name, dt, expr))
 #define GEN_K_BINARY(E, name, dt, expr) NB_TYPED_##dt(GEN_BINARY(E, name, dt, expr))
