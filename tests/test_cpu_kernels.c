@@ -241,7 +241,9 @@ static void normal_forms_equal_the_functions(void **state) {
         float lo, hi;
         int64_t floats; /* about how many floats the range holds */
     } cases[] = {{"exp", nb_expf_normal, nb_expf, NB_VM_EXP_MIN, NB_VM_EXP_MAX, 2200000000},
-                 {"tanh", nb_tanhf_normal, nb_tanhf, -NB_VM_TANH_MAX, NB_VM_TANH_MAX, 2200000000}};
+                 {"tanh", nb_tanhf_normal, nb_tanhf, -NB_VM_TANH_MAX, NB_VM_TANH_MAX, 2200000000},
+                 {"sigmoid", nb_sigmoidf_normal, nb_sigmoidf, -NB_VM_SIGMOID_MAX, NB_VM_SIGMOID_MAX, 2200000000},
+                 {"silu", nb_siluf_normal, nb_siluf, -NB_VM_SIGMOID_MAX, NB_VM_SIGMOID_MAX, 2200000000}};
     assert_true(isnormal(nb_expf_normal(NB_VM_EXP_MIN)) && isnormal(nb_expf_normal(NB_VM_EXP_MAX)));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int64_t checked = 0, differ = 0;

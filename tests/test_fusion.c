@@ -859,8 +859,9 @@ static void edge_ops(nb_tensor *x, nb_tensor *y, nb_tensor **out) {
     out[4] = nb_logical_or(nb_logical_and(nb_ne(x, 0.0), nb_lt(x, 1.0)), nb_logical_not(nb_cast(x, NB_BOOL)));
     out[5] = nb_mul(nb_leaky_relu(nb_clamp(x, -3.0, 2.0), 0.25), nb_softplus(x, 2.0, 10.0));
     out[6] = nb_sub(nb_mul(nb_elu(x, 0.5), nb_tanh(x)), nb_square(nb_erf(x))); /* a product into a difference */
+    out[7] = nb_add(nb_sigmoid(x), nb_silu(x));                    /* their slow forms beyond |x| = 86 */
 }
-enum { EDGE_OUTS = 7 };
+enum { EDGE_OUTS = 8 };
 
 /* Elementwise kernels compiled at run time (nb_fusion_mode says whether they are; NB_TEST_EXPECT_JIT
  * = 1 / 0 makes the test insist) equal eager bit for bit: over inputs outside the ranged forms'
@@ -876,7 +877,7 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_tensor *yg = NBT(nb_graph_input(g, "y", NB_F64, NB_SHAPE(41)));
     nb_tensor *og[EDGE_OUTS];
     edge_ops(xg, yg, og);
-    const char *names[EDGE_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6"};
+    const char *names[EDGE_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
     for (int i = 0; i < EDGE_OUTS; i++) assert_int_equal(nb_graph_output(g, names[i], og[i]), NB_OK);
     assert_int_equal(nb_graph_end(g), NB_OK);
     nb_compiled *c = nb_graph_compile(g, NB_CPU);

@@ -71,13 +71,14 @@
 #define F32_UNARY_TAN(V, expr) F32_TRIG(V, nb_tanf(x), expr)
 /* tanh where the exponential in it is normal */
 #define F32_UNARY_TANH(V, expr) F32_RANGE(V, nb_tanhf_normal(x), __builtin_fabsf(x) <= NB_VM_TANH_MAX, nb_tanhf(x))
-#define F32_UNARY_SIGMOID(V, expr) F32_PLAIN(V, nb_sigmoidf(x))
+/* sigmoid and silu where e^{-|x|} is normal */
+#define F32_UNARY_SIGMOID(V, expr) F32_RANGE(V, nb_sigmoidf_normal(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX, nb_sigmoidf(x))
 #define F32_UNARY_RELU(V, expr) F32_PLAIN(V, (x < 0.0f ? 0.0f : x))
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
 #define F32_UNARY_ELU(V, expr) F32_PLAIN(V, nb_eluf(x, p0d))
 #define F32_UNARY_GELU(V, expr) F32_RANGE(V, nb_geluf(x), x >= NB_VM_GELU_MIN, nb_gelu_erfcf(x))
 #define F32_UNARY_GELU_TANH(V, expr) F32_PLAIN(V, nb_gelu_tanhf(x))
-#define F32_UNARY_SILU(V, expr) F32_PLAIN(V, nb_siluf(x))
+#define F32_UNARY_SILU(V, expr) F32_RANGE(V, nb_siluf_normal(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX, nb_siluf(x))
 #define F32_UNARY_SOFTPLUS(V, expr) F32_PLAIN(V, nb_softplusf(x, p0d, p1d))
 #define F32_UNARY_ERF(V, expr) F32_PLAIN(V, nb_erff(x))
 #define F32_UNARY_FLOOR(V, expr) F32_PLAIN(V, __builtin_floorf(x))

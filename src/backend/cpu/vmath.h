@@ -189,12 +189,35 @@ static inline float nb_vm_mul_sigmoid(float m, float vhi, float vlo) {
     return neg ? (vhi < -110.0f ? 0.0f * m : y * nb_pow2i(e.n - n1)) : y;
 }
 
-/* sigmoid(x) = 1 / (1 + e^{-x}).  Max error 2.3 ulp; 0.5 at ±0, 1 at +inf,
- * 0 at -inf, NaN passes. */
-static inline float nb_sigmoidf(float x) { return nb_vm_mul_sigmoid(1.0f, x, 0.0f); }
+/* m sigmoid(v) for |v| <= NB_VM_SIGMOID_MAX and |m| <= |v| or m = 1, where
+ * e = e^{-|v|} is nb_expf_normal's and the result is normal or m's order:
+ * m p / (1 + e) for v < 0 (else m / (1 + e)) is then scaled by 2^n with one
+ * addition to its exponent field.  Bit for bit nb_vm_mul_sigmoid(m, v, 0)
+ * there: v's low part changes only the sign of a zero reduced argument,
+ * which e^r = 1 ignores, and each of that function's scalings by a power of
+ * two is exact because every value it scales is normal (|m| 2^(n/2) p >=
+ * 0.35 2^-62 0.7 wherever n != 0) or, where n = 0, not scaled. */
+#define NB_VM_SIGMOID_MAX (-NB_VM_EXP_MIN)
 
-/* silu(x) = x sigmoid(x).  Max error 3.1 ulp; silu(-0) = -0, NaN passes. */
+static inline float nb_vm_mul_sigmoid_normal(float m, float v) {
+    nb_vm_ln2_split s = nb_vm_reduce_ln2(-__builtin_fabsf(v), -0.0f);
+    float p = nb_vm_expm1_poly(s.r) + 1.0f;
+    uint32_t scale = (uint32_t)s.n << 23; /* GCC: modular */
+    bool neg = v < 0.0f;
+    float y = (neg ? m * p : m) / (1.0f + nb_vm_float(nb_vm_bits(p) + scale));
+    return neg ? nb_vm_float(nb_vm_bits(y) + scale) : y;
+}
+
+/* sigmoid(x) = 1 / (1 + e^{-x}).  Max error 2.3 ulp; 0.5 at ±0, 1 at +inf,
+ * 0 at -inf, NaN passes.  nb_sigmoidf_normal: the same for |x| <=
+ * NB_VM_SIGMOID_MAX (the kernels give other inputs to nb_sigmoidf). */
+static inline float nb_sigmoidf(float x) { return nb_vm_mul_sigmoid(1.0f, x, 0.0f); }
+static inline float nb_sigmoidf_normal(float x) { return nb_vm_mul_sigmoid_normal(1.0f, x); }
+
+/* silu(x) = x sigmoid(x).  Max error 3.1 ulp; silu(-0) = -0, NaN passes.
+ * nb_siluf_normal: the same for |x| <= NB_VM_SIGMOID_MAX. */
 static inline float nb_siluf(float x) { return nb_vm_mul_sigmoid(x, x, 0.0f); }
+static inline float nb_siluf_normal(float x) { return nb_vm_mul_sigmoid_normal(x, x); }
 
 /* ---- log and log1p -----------------------------------------------------
  * Both write the argument as 2^e m with m in [sqrt(1/2), sqrt(2)) from its
