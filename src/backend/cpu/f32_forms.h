@@ -71,7 +71,7 @@
 #define F32_UNARY_TAN(V, expr) F32_TRIG(V, nb_tanf(x), expr)
 /* tanh where the exponential in it is normal */
 #define F32_UNARY_TANH(V, expr) F32_RANGE(V, nb_tanhf_normal(x), __builtin_fabsf(x) <= NB_VM_TANH_MAX, nb_tanhf(x))
-/* sigmoid and silu where e^{-|x|} is normal */
+/* sigmoid (and silu, below) where e^{-|x|} is normal */
 #define F32_UNARY_SIGMOID(V, expr) F32_RANGE(V, nb_sigmoidf_normal(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX, nb_sigmoidf(x))
 #define F32_UNARY_RELU(V, expr) F32_PLAIN(V, (x < 0.0f ? 0.0f : x))
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
