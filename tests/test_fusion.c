@@ -928,6 +928,37 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_graph_release(g);
 }
 
+/* Each ranged f32 form's kernel writing its result over its own input (run_into with the input as
+ * the destination), compiled and interpreted alike: the inputs outside the range must be read
+ * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
+static void ranged_forms_in_place(void **state) {
+    (void)state;
+    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu, nb_exp, nb_tanh, nb_gelu, nb_sin};
+    const float special[] = {INFINITY, -INFINITY, NAN, 90.0f, -87.0f, -86.5f, 86.5f, -104.0f, 3e30f, -5.0f};
+    nb_manual_seed(12);
+    nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(3000), NB_F32), 20.0));
+    float *xp = nb_data_ptr(x);
+    for (int i = 0; i < 3000; i += 5) xp[i] = special[(i / 5) % (int)(sizeof special / sizeof special[0])];
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        nb_graph *g = nb_graph_begin("ranged_in_place");
+        nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("N"))));
+        nb_tensor *yg = ops[k](xg);
+        assert_int_equal(nb_graph_output(g, "z", nb_mul(yg, 3.0)), NB_OK);
+        assert_int_equal(nb_graph_output(g, "y", yg), NB_OK);
+        assert_int_equal(nb_graph_end(g), NB_OK);
+        nb_compiled *c = nb_graph_compile(g, NB_CPU);
+        assert_non_null(c);
+        nb_tensor *want = NBT(ops[k](x)), *want3 = NBT(nb_mul(want, 3.0));
+        nb_tensor *dst = NBT(nb_clone(x)), *z = NBT(nb_empty(NB_SHAPE(3000), NB_F32));
+        nb_tensor *outs[2] = {z, dst};
+        assert_int_equal(nb_compiled_run_into(c, 1, (const char *[]){"x"}, &dst, 2, outs), NB_OK);
+        assert_true(same_bits(want, dst, "ranged form in place"));
+        assert_true(same_bits(want3, z, "ranged form in place, its product"));
+        nb_compiled_release(c);
+        nb_graph_release(g);
+    }
+}
+
 static void report_names_kernels_and_misses(void **state) {
     (void)state;
     nb_graph *g = nb_graph_begin("rep");
@@ -982,6 +1013,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(in_place_never_over_a_broadcast_load, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(destinations_see_the_arguments_as_they_were, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(compiled_kernels_equal_eager_at_the_edges, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(ranged_forms_in_place, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

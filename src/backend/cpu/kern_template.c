@@ -67,8 +67,9 @@
 /* The ranged f32 forms (f32_forms.h) run in blocks of 1024 elements, each
  * first scanned (vectorized) for inputs outside the range.  A block with
  * none gets the form; a block with only those, the slow form; otherwise the
- * form, and then the outside inputs, gathered while in cache, are recomputed
- * by the slow form in one call and scattered back. */
+ * outside inputs are gathered (before the form writes the block, which may
+ * be the input itself), the form runs, and the gathered inputs are
+ * recomputed by the slow form in one call and scattered back. */
 typedef int (*f32_outside_fn)(const float *x, int64_t s, int64_t m, uint8_t *out);
 
 /* F32_OUTSIDE(E, s): out[i] = 1 where x[i s] is outside op E's range; how many are.  (Byte
@@ -106,13 +107,11 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
             slow(m, o, os, xb, xs, p0, p1);
             continue;
         }
-        form(m, o, os, xb, xs, p0, p1);
-        if (count == 0) continue;
         float xo[BLOCK], yo[BLOCK];
         int16_t at[BLOCK];
         int64_t k = 0;
         memset(out + m, 0, 8);
-        for (int64_t i = 0; i < m; i += 8) { /* words of 8 flags, zero ones skipped */
+        for (int64_t i = 0; i < m && count; i += 8) { /* words of 8 flags, zero ones skipped */
             uint64_t w;
             memcpy(&w, out + i, 8);
             if (w == 0) continue;
@@ -122,6 +121,8 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
                 k += out[j];
             }
         }
+        form(m, o, os, xb, xs, p0, p1); /* after the gather: o may be x itself (an in-place op) */
+        if (count == 0) continue;
         slow(k, (char *)yo, 4, (const char *)xo, 4, p0, p1);
         for (int64_t j = 0; j < k; j++) *(float *)(o + at[j] * os) = yo[j];
     }
