@@ -1881,8 +1881,10 @@ nb_status nb_compiled_run(nb_compiled *c, int n, const char *const *names, nb_te
  * argument of the same run — the updated weights of a training step written
  * over the weights: the run computes the value straight into it when nothing
  * after that reads the old contents (an elementwise update in place), else
- * computes it apart and copies it in after the last step.  At most 96
- * outputs.  Errors as nb_compiled_run, plus, naming the output:
+ * computes it apart and copies it in after the last step.  An output
+ * returned (outputs[i] NULL) that is an argument, or a view of one, in the
+ * memory a destination of the same run overwrites is returned as a copy of
+ * its value before the run.  At most 96 outputs.  Errors as nb_compiled_run, plus, naming the output:
  * NB_ERR_DTYPE, NB_ERR_SHAPE, NB_ERR_DEVICE (a destination that does not
  * match), NB_ERR_STATE (a destination that requires grad while recording:
  * run under nb_no_grad_begin), NB_ERR_ARG (two destinations sharing memory,

@@ -791,6 +791,14 @@ static void destinations_see_the_arguments_as_they_were(void **state) {
     assert_true(same_bits(NBT(nb_from_data((float[]){0.5f, 1.5f, 2.5f}, NB_SHAPE(3), NB_F32)), w, "w"));
     assert_true(same_bits(NBT(nb_from_data((float[]){1, 2, 3}, NB_SHAPE(3), NB_F32)), d, "old w"));
     assert_true(same_bits(NBT(nb_from_data((float[]){3, 2, 1}, NB_SHAPE(3), NB_F32)), dt, "old w flipped"));
+    /* the old w and its flip returned instead (a helper's case: they came back as views of w,
+     * showing the new values): copies of what they were */
+    nb_tensor *ret[3] = {w, NULL, NULL};
+    assert_int_equal(nb_compiled_run_into(c, 0, NULL, NULL, 3, ret), NB_OK);
+    assert_true(same_bits(NBT(nb_from_data((float[]){0.0f, 1.0f, 2.0f}, NB_SHAPE(3), NB_F32)), w, "w, again"));
+    assert_true(same_bits(NBT(nb_from_data((float[]){0.5f, 1.5f, 2.5f}, NB_SHAPE(3), NB_F32)), NBT(ret[1]), "old w returned"));
+    assert_true(same_bits(NBT(nb_from_data((float[]){2.5f, 1.5f, 0.5f}, NB_SHAPE(3), NB_F32)), NBT(ret[2]), "flip returned"));
+    assert_ptr_not_equal(nb_data_ptr(ret[1]), nb_data_ptr(w));
     nb_compiled_release(c);
     nb_graph_release(g);
     /* a swap */

@@ -446,17 +446,27 @@ static nb_status check_dests(const nb_compiled *c, nb_tensor *const *dest, int n
 /* After the steps: each destination not written directly gets its value.  Values in a
  * destination's memory (an argument, or a view of one, that another destination overwrites:
  * w_new into w while w itself is an output) are copied apart first, so every destination
- * receives what the graph computed from the arguments as they were. */
+ * receives, and every output returned instead (dest[i] NULL) holds, what the graph computed
+ * from the arguments as they were. */
 static nb_status fill_dests(const nb_graph *g, nb_tensor **slot, nb_tensor *const *dest, int nout) {
     nb_status st = NB_OK;
     nb_tensor *src[NB_FK_MAX_IO * 4] = {0};
     nb_no_grad_begin();
     for (int i = 0; st == NB_OK && i < nout; i++) {
-        nb_tensor *v = slot[nb__slot(g->outputs[i])];
-        if (!dest[i] || v == dest[i]) continue;
+        nb_tensor **v = &slot[nb__slot(g->outputs[i])];
+        if (*v == dest[i]) continue;
         bool hit = false;
-        for (int j = 0; j < nout && !hit; j++) hit = dest[j] && overlaps(v, dest[j]);
-        src[i] = hit ? nb__scope_take(nb_clone(v)) : nb_retain(v);
+        for (int j = 0; j < nout && !hit; j++) hit = dest[j] && overlaps(*v, dest[j]);
+        if (!dest[i]) { /* returned: the slot's value becomes a copy */
+            nb_tensor *copy = hit ? nb__scope_take(nb_clone(*v)) : NULL;
+            if (hit && !copy) st = nb_last_status();
+            if (copy) {
+                nb_release(*v);
+                *v = copy;
+            }
+            continue;
+        }
+        src[i] = hit ? nb__scope_take(nb_clone(*v)) : nb_retain(*v);
         if (!src[i]) st = nb_last_status();
     }
     for (int i = 0; st == NB_OK && i < nout; i++)
