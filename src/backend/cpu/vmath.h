@@ -89,20 +89,31 @@ static inline float nb_vm_ldexp(float m, int32_t n) {
     return m * nb_pow2i(n1) * nb_pow2i(n - n1);
 }
 
-/* e^(hi + lo) = p 2^n with p = e^r in [0.7, 1.42], hi clamped to [-110, 170]
- * (the result is 0 or +inf beyond).  Callers that multiply the result by
- * something do so on p, before the scaling, so that a product which is
- * normal while e^(hi + lo) is subnormal is rounded once, in full precision. */
+/* nb_vm_exp_split: e^(hi + lo) = p 2^n with p = e^r in [0.7, 1.42], hi
+ * clamped to [-110, 170] (the result is 0 or +inf beyond).  Callers that
+ * multiply the result by something do so on p, before the scaling, so that a
+ * product which is normal while e^(hi + lo) is subnormal is rounded once, in
+ * full precision.  nb_vm_exp_split_unclamped: the same without the clamp,
+ * for the _normal forms, whose arguments give normal e^(hi + lo). */
 typedef struct nb_vm_exp_parts {
     float p;
     int32_t n;
 } nb_vm_exp_parts;
 
+static inline nb_vm_exp_parts nb_vm_exp_split_unclamped(float hi, float lo) {
+    nb_vm_ln2_split s = nb_vm_reduce_ln2(hi, lo);
+    return (nb_vm_exp_parts){nb_vm_expm1_poly(s.r) + 1.0f, s.n};
+}
+
 static inline nb_vm_exp_parts nb_vm_exp_split(float hi, float lo) {
     float xc = hi > 170.0f ? 170.0f : hi;
     xc = xc < -110.0f ? -110.0f : xc;
-    nb_vm_ln2_split s = nb_vm_reduce_ln2(xc, lo);
-    return (nb_vm_exp_parts){nb_vm_expm1_poly(s.r) + 1.0f, s.n};
+    return nb_vm_exp_split_unclamped(xc, lo);
+}
+
+/* m 2^n by one addition to m's exponent field: exact where m and the result are normal, or n = 0. */
+static inline float nb_vm_scale_normal(float m, int32_t n) {
+    return nb_vm_float(nb_vm_bits(m) + ((uint32_t)n << 23)); /* GCC: modular */
 }
 
 /* e^(hi + lo); max error 1 ulp (normal results). */
@@ -128,9 +139,8 @@ static inline float nb_expf(float x) { return nb_exp_sumf(x, -0.0f); }
 #define NB_VM_EXP_MAX 88.0f
 
 static inline float nb_expf_normal(float x) {
-    nb_vm_ln2_split s = nb_vm_reduce_ln2(x, -0.0f);
-    float p = nb_vm_expm1_poly(s.r) + 1.0f;
-    return nb_vm_float(nb_vm_bits(p) + ((uint32_t)s.n << 23)); /* GCC: modular */
+    nb_vm_exp_parts e = nb_vm_exp_split_unclamped(x, -0.0f);
+    return nb_vm_scale_normal(e.p, e.n);
 }
 
 /* e^x - 1 = 2^n (p + 1 - 2^-n) with p = e^r - 1: the sum is exact or
@@ -200,12 +210,10 @@ static inline float nb_vm_mul_sigmoid(float m, float vhi, float vlo) {
 #define NB_VM_SIGMOID_MAX (-NB_VM_EXP_MIN)
 
 static inline float nb_vm_mul_sigmoid_normal(float m, float v) {
-    nb_vm_ln2_split s = nb_vm_reduce_ln2(-__builtin_fabsf(v), -0.0f);
-    float p = nb_vm_expm1_poly(s.r) + 1.0f;
-    uint32_t scale = (uint32_t)s.n << 23; /* GCC: modular */
+    nb_vm_exp_parts e = nb_vm_exp_split_unclamped(-__builtin_fabsf(v), -0.0f);
     bool neg = v < 0.0f;
-    float y = (neg ? m * p : m) / (1.0f + nb_vm_float(nb_vm_bits(p) + scale));
-    return neg ? nb_vm_float(nb_vm_bits(y) + scale) : y;
+    float y = (neg ? m * e.p : m) / (1.0f + nb_vm_scale_normal(e.p, e.n));
+    return neg ? nb_vm_scale_normal(y, e.n) : y;
 }
 
 /* sigmoid(x) = 1 / (1 + e^{-x}).  Max error 2.3 ulp; 0.5 at ±0, 1 at +inf,
