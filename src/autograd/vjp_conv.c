@@ -52,17 +52,22 @@ RULE(convolution) {
     bool rx = nb_requires_grad(x), rw = nb_requires_grad(w);
     nb_tensor *gg = nb_reshape(g, NB_SHAPE(N, groups, og, L));
     if (!gg) return nb_last_status();
-    if (b && nb_requires_grad(b))
-        gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){groups, og, 1}, 3)), NB_SHAPE(ws[0]));
+    bool rb = b && nb_requires_grad(b), kernel = (rx || rw) && !nb__interp_top() &&
+                                                  !nb__should_record((nb_tensor *[]){x, w, g}, 3);
+    /* the bias gradient from the kernel, which sums each image's g while it reads it, where that
+     * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype, O > 1, L >= 8) */
+    bool kernel_db = kernel && rb && g->dtype == x->dtype && nb_is_contiguous(g) && ws[0] > 1 && L >= 8;
+    if (rb && !kernel_db) gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){groups, og, 1}, 3)), NB_SHAPE(ws[0]));
     if (!rx && !rw) return NB_OK;
-    if (!nb__interp_top() && !nb__should_record((nb_tensor *[]){x, w, g}, 3)) {
+    if (kernel) {
         nb_attrs a = n->attrs;
         nb_tensor *o[NB_MAX_OUTS] = {NULL}, *gc = nb_cast(g, x->dtype);
-        a.sub = (rx ? 1 : 0) | (rw ? 2 : 0);
+        a.sub = (rx ? 1 : 0) | (rw ? 2 : 0) | (kernel_db ? 4 : 0);
         if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc}, 3, &a, o) < 0)
             return nb_last_status();
         if (rx) gin[0] = nb__own(o[0]);
         if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), wg_shape, 3)), ws, 4);
+        if (kernel_db) gin[2] = nb__own(o[rx + rw]);
         return NB_OK;
     }
     bool pointwise = nb__window_pointwise(&win);

@@ -16,7 +16,8 @@
  *                       out {y [N, O, OH, OW]}.
  * CONVOLUTION_BACKWARD: in {x, w, g [N, O, OH, OW]}; sub bit 0: out dx [N, C, H, W], bit 1:
  *                       out dwi [N, groups, O/groups, C/groups*KH*KW] (each image's weight
- *                       gradient, summed over N by the rule), in that order.
+ *                       gradient, summed over N by the rule), bit 2: out db [O] (the bias
+ *                       gradient; O > 1 and OH*OW >= 8 only, backend.h), in that order.
  */
 #include "../backend/backend.h"
 #include "conv.h"
@@ -49,12 +50,14 @@ static int infer_conv(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_met
         return 1;
     }
     NB_ASSERT(in[2]->ndim == 4 && in[2]->shape[0] == x->shape[0] && in[2]->shape[1] == w->shape[0] &&
-              in[2]->shape[2] == oh && in[2]->shape[3] == ow && (a->sub & 3));
+              in[2]->shape[2] == oh && in[2]->shape[3] == ow && (a->sub & 7) &&
+              (!(a->sub & 4) || (w->shape[0] > 1 && oh * ow >= 8)));
     int k = 0;
     if (a->sub & 1) m[k++] = (nb_meta){.dtype = x->dtype, .ndim = 4, .shape = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]}};
     if (a->sub & 2)
         m[k++] = (nb_meta){.dtype = x->dtype, .ndim = 4,
                            .shape = {x->shape[0], groups, w->shape[0] / groups, w->shape[1] * w->shape[2] * w->shape[3]}};
+    if (a->sub & 4) m[k++] = (nb_meta){.dtype = x->dtype, .ndim = 1, .shape = {w->shape[0]}};
     return k;
 }
 
@@ -62,13 +65,16 @@ static nb_status exec_conv(nb_op op, nb_tensor *const *in, int n, const nb_attrs
                            nb_tensor **out) {
     const nb_backend *be = nb__backend_of(in[0]);
     nb_window2d win = nb__window_from_attrs(a);
-    nb_tensor *t[3] = {NULL}, *r[2];
+    nb_tensor *t[3] = {NULL}, *r[3];
     nb_status st = nb__exec_begin(in, n, m, nout, t, r);
     if (st == NB_OK && op == NB_OP_CONVOLUTION)
         st = be->conv2d(r[0], t[0], t[1], t[2], &win, a->i[8]);
-    else if (st == NB_OK)
-        st = be->conv2d_backward(a->sub & 1 ? r[0] : NULL, a->sub & 2 ? r[nout - 1] : NULL, t[0], t[1], t[2], &win,
-                                 a->i[8]);
+    else if (st == NB_OK) { /* the outputs in sub's bit order */
+        nb_tensor *o[3] = {NULL}, **next = r;
+        for (int bit = 0; bit < 3; bit++)
+            if (a->sub & (1 << bit)) o[bit] = *next++;
+        st = be->conv2d_backward(o[0], o[1], o[2], t[0], t[1], t[2], &win, a->i[8]);
+    }
     return nb__exec_end(st, t, n, r, nout, out);
 }
 

@@ -20,6 +20,7 @@
 #include "../../ops/conv.h"
 #include "conv_kernels.h"
 #include "gemm.h"
+#include "kernels.h"
 #include "pool.h"
 
 #include <stdatomic.h>
@@ -27,7 +28,7 @@
 
 typedef struct conv_ctx {
     const nb_tensor *x, *w, *b, *g; /* g: the output's gradient (backward) */
-    nb_tensor *y, *dx, *dwi;        /* y (forward) or dx, dwi (backward; NULL when not wanted) */
+    nb_tensor *y, *dx, *dwi, *db;   /* y (forward) or dx, dwi, db (backward; NULL when not wanted) */
     nb_window2d win;
     int64_t groups, C, H, W, O, K, L; /* K = C/groups*KH*KW per group, L = OH*OW */
     bool pointwise;                  /* 1x1, stride 1, no padding: the columns are the image */
@@ -36,6 +37,7 @@ typedef struct conv_ctx {
     nb_tensor **cols;                /* per chunk: [1, C*KH*KW, L] */
     nb_cpu_win unfold, fold;         /* f32: the prepared passes (table NULL when unused) */
     char *ws;                        /* per chunk: threads GEMM workspaces */
+    double *bsum;                    /* db's partials [N, O]: image n's channel o summed over L */
     size_t ws_size;
     _Atomic int status;              /* the first error of any chunk */
 } conv_ctx;
@@ -96,9 +98,12 @@ static nb_status forward_image(const conv_ctx *c, int64_t n, nb_tensor *cols, ch
 }
 
 /* dwi[n, q] = g[n, q] cols[q]ᵀ; dx[n] = fold of w[q]ᵀ g[n, q] (written straight into dx[n] when
- * pointwise, else into cols, then folded). */
+ * pointwise, else into cols, then folded); db's partials of image n, read while its g is in cache
+ * (the reduction's sum of one contiguous run, nb__cpu_reduce_contig). */
 static nb_status backward_image(const conv_ctx *c, int64_t n, nb_tensor *cols, char *ws) {
     const char *cp = NULL;
+    for (int64_t o = 0; c->bsum && o < c->O; o++)
+        c->bsum[n * c->O + o] = nb__cpu_reduce_contig(NB_OP_SUM, c->x->dtype, c->L, at(c->g, (n * c->O + o) * c->L, c->es));
     nb_status st = c->dwi ? columns(c, n, cols, &cp) : NB_OK;
     int64_t og = c->O / c->groups;
     for (int64_t q = 0; q < c->groups && c->dwi && st == NB_OK; q++)
@@ -124,6 +129,17 @@ static void images(void *p, int64_t lo, int64_t hi, int chunk) {
     }
 }
 
+/* db[o] = the images' partials added in order, in double, rounded once: what the reduction over
+ * axes (0, 2, 3) of g computes when O > 1 and L >= 8 (a run of L per image and channel, the runs
+ * combined in order: cpu_backend.c reduce_runs); the caller asks for db only then. */
+static void bias_sums(const conv_ctx *c, int64_t N) {
+    for (int64_t o = 0; o < c->O; o++) {
+        double acc = 0;
+        for (int64_t n = 0; n < N; n++) acc += c->bsum[n * c->O + o];
+        nb__store(at(c->db, o, c->es), c->db->dtype, acc);
+    }
+}
+
 /* Run c over the N images of x: per-chunk buffers, images split over threads as matmul splits a batch. */
 static nb_status run(conv_ctx *c) {
     const nb_tensor *x = c->x, *w = c->w;
@@ -137,6 +153,9 @@ static nb_status run(conv_ctx *c) {
     c->L = nb__window_out(c->H, KH, c->win.stride[0], c->win.padding[0], c->win.dilation[0]) *
            nb__window_out(c->W, KW, c->win.stride[1], c->win.padding[1], c->win.dilation[1]);
     c->pointwise = nb__window_pointwise(&c->win);
+    if (N == 0 || c->O == 0) { /* db: sums of nothing */
+        if (c->db) memset(nb__ptr(c->db), 0, (size_t)c->O * c->es);
+    }
     if (N == 0) return NB_OK;
     if (c->O == 0) { /* y and dwi are empty; dx is the fold of empty products: zeros */
         if (c->dx) memset(nb__ptr(c->dx), 0, (size_t)nb__numel(c->dx) * c->es);
@@ -159,7 +178,9 @@ static nb_status run(conv_ctx *c) {
     nb_tensor *cols[256] = {NULL};
     c->cols = cols;
     c->ws = nb__buf_alloc(ws_bytes); /* recycled: no fresh pages per call */
-    nb_status st = c->ws ? NB_OK : NB_ERR_OOM;
+    size_t bsum_bytes = c->db ? sizeof(double) * (size_t)(N * c->O) : 0;
+    if (c->db) c->bsum = nb__buf_alloc(bsum_bytes);
+    nb_status st = c->ws && (c->bsum || !c->db) ? NB_OK : NB_ERR_OOM;
     for (int k = 0; k < chunks && st == NB_OK && !c->pointwise; k++)
         if (!(cols[k] = nb__tensor_new((int64_t[]){1, c->C * KH * KW, c->L}, 3, x->dtype, x->storage->device)))
             st = NB_ERR_OOM;
@@ -169,6 +190,8 @@ static nb_status run(conv_ctx *c) {
     atomic_store(&c->status, NB_OK);
     if (st == NB_OK) nb__parallel_chunks(N, chunks, images, c);
     if (st == NB_OK) st = (nb_status)atomic_load(&c->status);
+    if (st == NB_OK && c->db) bias_sums(c, N);
+    if (c->bsum) nb__buf_free(c->bsum, bsum_bytes);
     nb__cpu_win_release(&c->unfold);
     nb__cpu_win_release(&c->fold);
     for (int k = 0; k < chunks; k++) nb_release(cols[k]);
@@ -182,8 +205,8 @@ nb_status nb__cpu_conv2d(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, c
     return run(&c);
 }
 
-nb_status nb__cpu_conv2d_backward(nb_tensor *dx, nb_tensor *dwi, const nb_tensor *x, const nb_tensor *w,
+nb_status nb__cpu_conv2d_backward(nb_tensor *dx, nb_tensor *dwi, nb_tensor *db, const nb_tensor *x, const nb_tensor *w,
                                   const nb_tensor *g, const nb_window2d *win, int64_t groups) {
-    conv_ctx c = {.x = x, .w = w, .g = g, .dx = dx, .dwi = dwi, .win = *win, .groups = groups};
+    conv_ctx c = {.x = x, .w = w, .g = g, .dx = dx, .dwi = dwi, .db = db, .win = *win, .groups = groups};
     return run(&c);
 }
