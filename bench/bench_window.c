@@ -36,12 +36,9 @@ static nb_tensor *unpool(nb_tensor *const *in) {
 static nb_tensor *unfold(nb_tensor *const *in) { return nb_unfold(in[0], CONV); }
 static nb_tensor *fold(nb_tensor *const *in) { return nb_fold(in[0], 14, 14, CONV); }
 static nb_tensor *relu(nb_tensor *const *in) { return nb_relu(in[0]); }
-/* relu's derivative rule: g where x > 0, else 0 (in[2] is a 0-d zero) */
-static nb_tensor *relu_grad(nb_tensor *const *in) {
-    nb_tensor *m = nb_gt(in[0], 0.0), *r = m ? nb_where(m, in[1], in[2]) : NULL;
-    nb_release(m);
-    return r;
-}
+/* relu's derivative rule (vjp_elementwise.c): g where the result is not 0, else 0, one select with
+ * the result itself as the condition (in[0]: relu's output; in[2] is a 0-d zero) */
+static nb_tensor *relu_grad(nb_tensor *const *in) { return nb_where(in[0], in[1], in[2]); }
 
 static void run_case(void *p) {
     win_case *c = p;
@@ -66,9 +63,9 @@ int main(int argc, char **argv) {
     nb_tensor *x1 = nb_randn(NB_SHAPE(N, 1, 28, 28), NB_F32), *x2 = nb_randn(NB_SHAPE(N, 32, 14, 14), NB_F32);
     nb_tensor *i1 = NULL, *i2 = NULL;
     nb_tensor *p1 = nb_max_pool2d_with_indices(a1, POOL, &i1), *p2 = nb_max_pool2d_with_indices(a2, POOL, &i2);
-    nb_tensor *cols = nb_unfold(x2, CONV), *g1 = nb_randn(NB_SHAPE(N, 32, 28, 28), NB_F32);
+    nb_tensor *cols = nb_unfold(x2, CONV), *g1 = nb_randn(NB_SHAPE(N, 32, 28, 28), NB_F32), *r1 = nb_relu(a1);
     nb_tensor *zero = nb_zeros(NULL, 0, NB_F32);
-    if (!x1 || !cols || !p1 || !p2 || !g1 || !zero) {
+    if (!x1 || !cols || !p1 || !p2 || !g1 || !r1 || !zero) {
         fprintf(stderr, "bench_window: %s\n", nb_last_message());
         return 1;
     }
@@ -82,7 +79,7 @@ int main(int argc, char **argv) {
         {"unfold 3x3 pad 1, [N,32,14,14]", unfold, {x2}},
         {"fold 3x3 pad 1 -> [N,32,14,14]", fold, {cols}},
         {"relu, conv1 [N,32,28,28]", relu, {a1}},
-        {"relu backward (gt + where)", relu_grad, {a1, g1, zero}},
+        {"relu backward (where on the result)", relu_grad, {r1, g1, zero}},
     };
     printf("CPU: %s; %d threads; N = %lld; median (min) of %d calls\n\n", bench_cpu_model(), threads, (long long)N,
            reps);
@@ -91,7 +88,7 @@ int main(int argc, char **argv) {
         bench_stat s = bench_run(run_case, &cases[k], 2, reps, 1);
         printf("| %s | %.3f | %.3f |\n", cases[k].name, s.median * 1e3, s.min * 1e3);
     }
-    nb_tensor *all[] = {a1, a2, x1, x2, i1, i2, p1, p2, cols, g1, zero};
+    nb_tensor *all[] = {a1, a2, x1, x2, i1, i2, p1, p2, cols, g1, r1, zero};
     for (size_t k = 0; k < sizeof all / sizeof *all; k++) nb_release(all[k]);
     return 0;
 }

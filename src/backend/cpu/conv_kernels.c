@@ -7,6 +7,7 @@
  */
 #include "../backend.h"
 #include "conv_kernels.h"
+#include "kernels.h"
 #include "pool.h"
 
 #include <math.h>
@@ -207,7 +208,8 @@ NB_SIMD_CLONES static void max_pool_2x2_row(const float *restrict r0, int64_t W,
  * tap holding the maximum, or of the last NaN (taps_max's rule).  With the int64 positions a row loop
  * (rows of 14 or 7 outputs in a 28x28 network) runs mostly scalar, so this loop runs over the plane
  * through the call's table t of tap offsets (gathers where the ISA has them): 2-2.5x faster measured;
- * for values only the row loop is faster (bench/RESULTS.md, section 16). */
+ * for values only the row loop is faster (bench/RESULTS.md, section 16).  Where the ISA's table has
+ * a row kernel with masked loads and stores (pool2x2_idx, AVX-512) that one runs instead. */
 NB_SIMD_CLONES static void max_pool_2x2_plane_idx(const float *restrict x, const int32_t *restrict t, int64_t n,
                                                   int64_t W, float *restrict out, int64_t *restrict idx) {
     for (int64_t o = 0; o < n; o++) {
@@ -229,11 +231,15 @@ static bool pool_2x2(const nb_window2d *w) {
            w->padding[1] == 0 && w->dilation[0] == 1 && w->dilation[1] == 1;
 }
 
-/* One plane of max pooling: the 2x2 / stride-2 window has its own loops (with the argmax, over the call's
- * tap table c->taps); otherwise interior windows share one offset table per row and border windows clip
+/* One plane of max pooling: the 2x2 / stride-2 window has its own loops (with the argmax, the ISA's row
+ * kernel or the plane loop over the call's tap table c->taps); otherwise interior windows share one offset table per row and border windows clip
  * theirs. */
 static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t *idx) {
     const nb_window2d *w = &c->w;
+    if (c->pool_row) {
+        for (int64_t i = 0; i < c->OH; i++) c->pool_row(x, 2 * i * c->W, c->W, c->OW, out + i * c->OW, idx + i * c->OW);
+        return;
+    }
     if (c->taps) {
         max_pool_2x2_plane_idx(x, c->taps, c->OH * c->OW, c->W, out, idx);
         return;
@@ -331,7 +337,9 @@ nb_status nb__cpu_win_prepare(nb_cpu_win *c, nb_op op, int64_t H, int64_t W, con
     c->work = c->OH * c->OW * (op == NB_OP_UNFOLD || op == NB_OP_FOLD ? w->kernel[0] * w->kernel[1] : 1);
     /* the pass's one table, if its op takes one (sizes in bytes; the grid and the fold's rows are never empty):
      * the pooling's tap offsets, or the shifted unfold's / fold's flags */
-    bool pool_taps = op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && H * W <= INT32_MAX && c->work <= TAPS_MAX;
+    bool pool_idx = op == NB_OP_MAX_POOL2D && idx && pool_2x2(w) && H * W <= INT32_MAX;
+    c->pool_row = pool_idx ? nb__cpu_kernels()->pool2x2_idx : NULL;
+    bool pool_taps = pool_idx && !c->pool_row && c->work <= TAPS_MAX;
     size_t inside_size = (size_t)(c->OH * c->OW * c->w.kernel[1]);
     bool shifted = (op == NB_OP_UNFOLD || op == NB_OP_FOLD) && w->stride[0] == 1 && w->stride[1] == 1 &&
                    c->OW == W && inside_size <= TAPS_MAX;

@@ -17,7 +17,10 @@ typedef struct nb_cpu_win {
     nb_window2d w;
     int64_t H, W, OH, OW;  /* image plane [H, W]; window grid [OH, OW] */
     int64_t work;          /* grid elements per plane */
-    const int32_t *taps;   /* 2x2 / stride-2 max pooling with indices: each output's first tap in the plane, or NULL */
+    /* 2x2 / stride-2 max pooling with indices: the ISA's row kernel (nb_cpu_kernels pool2x2_idx),
+     * or else each output's first tap in the plane for the plane loop; both NULL otherwise */
+    void (*pool_row)(const float *x, int64_t first, int64_t W, int64_t n, float *out, int64_t *idx);
+    const int32_t *taps;
     const uint8_t *inside; /* shifted unfold / fold: per kernel column q, OH*W flags (1: the tap lies in its image row) */
     void *table;           /* the allocation taps or inside point into (table_size bytes), or NULL */
     size_t table_size;

@@ -276,6 +276,9 @@ EXTREME(double, nb_vf64, nb_vm64, min, <)
 /* ---- where, comparisons, logical ops ---- */
 #include "kern_mask_template.c"
 
+/* ---- 2x2 max pooling with its argmax (avx512 only) ---- */
+#include "kern_pool_template.c"
+
 #define NB_COMMA ,
 #define NB_TAB_U_UNARY(E, dt) NB_TYPED_##dt([NB_OP_##E] = {u_##E##_f32 NB_COMMA u_##E##_f64} NB_COMMA)
 #define NB_TAB_B_BINARY(E, dt) NB_TYPED_##dt([NB_OP_##E] = {b_##E##_f32 NB_COMMA b_##E##_f64} NB_COMMA)
@@ -343,4 +346,5 @@ const nb_cpu_kernels NB_KTABLE = {
     .where = NB_WHERE_TABLE,
     .compare = NB_CMP_TABLE,
     .logic = NB_LOGIC_TABLE,
+    .pool2x2_idx = NB_POOL2X2_IDX,
 };

@@ -86,6 +86,10 @@ typedef struct nb_cpu_kernels {
     nb_k_where where[4][4];
     nb_k_compare compare[6][NB_DTYPE_COUNT];
     nb_k_logic logic[NB_LOGIC_COUNT][4];
+    /** 2x2 / stride-2 max pooling of one f32 output row of n with its int64 argmax positions in
+     *  the plane at x (row length W; the row's taps start at x + first), by conv_kernels.c's
+     *  rule (kern_pool_template.c); NULL where the ISA has none (the plane loop runs instead). */
+    void (*pool2x2_idx)(const float *x, int64_t first, int64_t W, int64_t n, float *out, int64_t *idx);
 } nb_cpu_kernels;
 
 extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_avx512;
