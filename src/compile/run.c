@@ -457,17 +457,15 @@ static nb_status fill_dests(const nb_graph *g, nb_tensor **slot, nb_tensor *cons
         if (*v == dest[i]) continue;
         bool hit = false;
         for (int j = 0; j < nout && !hit; j++) hit = dest[j] && overlaps(*v, dest[j]);
-        if (!dest[i]) { /* returned: the slot's value becomes a copy */
-            nb_tensor *copy = hit ? nb__scope_take(nb_clone(*v)) : NULL;
-            if (hit && !copy) st = nb_last_status();
-            if (copy) {
-                nb_release(*v);
-                *v = copy;
-            }
-            continue;
+        nb_tensor *t = hit ? nb__scope_take(nb_clone(*v)) : nb_retain(*v);
+        if (!t) {
+            st = nb_last_status();
+        } else if (dest[i]) {
+            src[i] = t;
+        } else { /* returned: the slot holds the copy (or its value again) */
+            nb_release(*v);
+            *v = t;
         }
-        src[i] = hit ? nb__scope_take(nb_clone(*v)) : nb_retain(*v);
-        if (!src[i]) st = nb_last_status();
     }
     for (int i = 0; st == NB_OK && i < nout; i++)
         if (src[i]) st = nb_copy_(dest[i], src[i]);
