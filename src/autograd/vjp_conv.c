@@ -6,6 +6,7 @@
  * eager conv2d kernel (CONVOLUTION) gets that composite's adjoints.
  */
 #include "vjp.h"
+#include "../backend/backend.h"
 #include "../ops/conv.h"
 
 #define X (n->in[0])
@@ -55,8 +56,8 @@ RULE(convolution) {
     bool rb = b && nb_requires_grad(b), kernel = (rx || rw) && !nb__interp_top() &&
                                                   !nb__should_record((nb_tensor *[]){x, w, g}, 3);
     /* the bias gradient from the kernel, which sums each image's g while it reads it, where that
-     * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype, O > 1, L >= 8) */
-    bool kernel_db = kernel && rb && g->dtype == x->dtype && nb_is_contiguous(g) && ws[0] > 1 && L >= 8;
+     * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype) */
+    bool kernel_db = kernel && rb && g->dtype == x->dtype && nb_is_contiguous(g) && nb__conv_db_in_kernel(ws[0], L);
     if (rb && !kernel_db) gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){groups, og, 1}, 3)), NB_SHAPE(ws[0]));
     if (!rx && !rw) return NB_OK;
     if (kernel) {

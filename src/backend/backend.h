@@ -101,9 +101,9 @@ struct nb_backend {
     /** conv2d's gradients from g [N, O, OH, OW] (contiguous, x's dtype), each NULL when not wanted:
      *  dx [N, C, H, W] = fold of w[q]ᵀ g[n, q] per image and group, and dwi [N, groups, O/groups, K]
      *  = g[n, q] unfold(x)[n, q]ᵀ per image and group (the caller sums over N) — bit for bit as
-     *  matmul and window (UNFOLD, FOLD) compute them; db [O] (asked for only when O > 1 and
-     *  L >= 8) = g summed over images and positions, bit for bit as `reduce` sums it over axes
-     *  (0, 2, 3).  Required with conv2d. */
+     *  matmul and window (UNFOLD, FOLD) compute them; db [O] (asked for only where
+     *  nb__conv_db_in_kernel(O, L)) = g summed over images and positions, bit for bit as `reduce`
+     *  sums it over axes (0, 2, 3).  Required with conv2d. */
     nb_status (*conv2d_backward)(nb_tensor *dx, nb_tensor *dwi, nb_tensor *db, const nb_tensor *x, const nb_tensor *w,
                                  const nb_tensor *g, const nb_window2d *win, int64_t groups);
     /** Low-precision codes (O10; src/ops/quant.c): contiguous tensors of `rows` rows, each row
@@ -142,6 +142,15 @@ static inline int64_t nb__window_out(int64_t in, int64_t k, int64_t stride, int6
     int64_t span = in + 2 * pad - dil * (k - 1) - 1;
     return span < 0 ? 0 : span / stride + 1;
 }
+
+/** The CPU `reduce` sums (max, min) a contiguous run of at least this many float elements by the
+ *  typed pairwise (vector) kernel, shorter ones element by element (cpu_backend.c runs_path). */
+enum { NB_REDUCE_RUN_MIN = 8 };
+
+/** Whether conv2d_backward computes the bias gradient of a g with O channels over L positions:
+ *  where `reduce` over axes (0, 2, 3) of a contiguous g sums one run of L per image and channel
+ *  and adds the runs in image order (O > 1: a single output sums everything in chunks). */
+static inline bool nb__conv_db_in_kernel(int64_t O, int64_t L) { return O > 1 && L >= NB_REDUCE_RUN_MIN; }
 
 extern const nb_backend nb__cpu_backend;
 extern const nb_backend nb__ref_backend;

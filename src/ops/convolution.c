@@ -17,7 +17,7 @@
  * CONVOLUTION_BACKWARD: in {x, w, g [N, O, OH, OW]}; sub bit 0: out dx [N, C, H, W], bit 1:
  *                       out dwi [N, groups, O/groups, C/groups*KH*KW] (each image's weight
  *                       gradient, summed over N by the rule), bit 2: out db [O] (the bias
- *                       gradient; O > 1 and OH*OW >= 8 only, backend.h), in that order.
+ *                       gradient; where nb__conv_db_in_kernel, backend.h), in that order.
  */
 #include "../backend/backend.h"
 #include "conv.h"
@@ -51,7 +51,7 @@ static int infer_conv(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_met
     }
     NB_ASSERT(in[2]->ndim == 4 && in[2]->shape[0] == x->shape[0] && in[2]->shape[1] == w->shape[0] &&
               in[2]->shape[2] == oh && in[2]->shape[3] == ow && (a->sub & 7) &&
-              (!(a->sub & 4) || (w->shape[0] > 1 && oh * ow >= 8)));
+              (!(a->sub & 4) || nb__conv_db_in_kernel(w->shape[0], oh * ow)));
     int k = 0;
     if (a->sub & 1) m[k++] = (nb_meta){.dtype = x->dtype, .ndim = 4, .shape = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]}};
     if (a->sub & 2)

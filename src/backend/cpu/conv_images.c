@@ -130,8 +130,8 @@ static void images(void *p, int64_t lo, int64_t hi, int chunk) {
 }
 
 /* db[o] = the images' partials added in order, in double, rounded once: what the reduction over
- * axes (0, 2, 3) of g computes when O > 1 and L >= 8 (a run of L per image and channel, the runs
- * combined in order: cpu_backend.c reduce_runs); the caller asks for db only then. */
+ * axes (0, 2, 3) of g computes where nb__conv_db_in_kernel (a run of L per image and channel, the
+ * runs combined in order: cpu_backend.c reduce_runs); the caller asks for db only there. */
 static void bias_sums(const conv_ctx *c, int64_t N) {
     for (int64_t o = 0; o < c->O; o++) {
         double acc = 0;
@@ -153,9 +153,7 @@ static nb_status run(conv_ctx *c) {
     c->L = nb__window_out(c->H, KH, c->win.stride[0], c->win.padding[0], c->win.dilation[0]) *
            nb__window_out(c->W, KW, c->win.stride[1], c->win.padding[1], c->win.dilation[1]);
     c->pointwise = nb__window_pointwise(&c->win);
-    if (N == 0 || c->O == 0) { /* db: sums of nothing */
-        if (c->db) memset(nb__ptr(c->db), 0, (size_t)c->O * c->es);
-    }
+    if (N == 0 && c->db) memset(nb__ptr(c->db), 0, (size_t)c->O * c->es); /* sums of nothing */
     if (N == 0) return NB_OK;
     if (c->O == 0) { /* y and dwi are empty; dx is the fold of empty products: zeros */
         if (c->dx) memset(nb__ptr(c->dx), 0, (size_t)nb__numel(c->dx) * c->es);

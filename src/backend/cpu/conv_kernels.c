@@ -232,8 +232,8 @@ static bool pool_2x2(const nb_window2d *w) {
 }
 
 /* One plane of max pooling: the 2x2 / stride-2 window has its own loops (with the argmax, the ISA's row
- * kernel or the plane loop over the call's tap table c->taps); otherwise interior windows share one offset table per row and border windows clip
- * theirs. */
+ * kernel or the plane loop over the call's tap table c->taps); otherwise interior windows share one
+ * offset table per row and border windows clip theirs. */
 static void max_pool_plane(const win_ctx *c, const float *x, float *out, int64_t *idx) {
     const nb_window2d *w = &c->w;
     if (c->pool_row) {

@@ -284,7 +284,7 @@ static double reduce_runs(const red_ctx *c, int64_t base) {
 
 /* Does reduce_one take the typed-kernel path for op on dtype dt with an innermost run of n? */
 static bool runs_path(nb_op op, nb_dtype dt, int64_t n) {
-    return (op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(dt) >= 0 && n >= 8;
+    return (op == NB_OP_SUM || op == NB_OP_MAX || op == NB_OP_MIN) && slot(dt) >= 0 && n >= NB_REDUCE_RUN_MIN;
 }
 
 double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p) {

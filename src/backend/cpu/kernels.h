@@ -95,9 +95,9 @@ typedef struct nb_cpu_kernels {
 extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_avx512;
 
 /** The reduction cpu_reduce makes of each output whose reduced elements form one contiguous
- *  run of n of dtype dt (f32 or f64) at p: SUM / MAX / MIN by the typed kernel from n >= 8, else
- *  (and PROD) element by element in double from op's start.  Shared with fused kernels, so a
- *  fused reduction gives the eager bits. */
+ *  run of n of dtype dt (f32 or f64) at p: SUM / MAX / MIN by the typed kernel from
+ *  n >= NB_REDUCE_RUN_MIN, else (and PROD) element by element in double from op's start.  Shared
+ *  with fused kernels, so a fused reduction gives the eager bits. */
 double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p);
 /** Move n elements of es bytes between the contiguous buffer buf and p (byte stride s, 0 and
  *  negative included): into buf when gather, out of it otherwise (typed copies). */
