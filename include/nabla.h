@@ -1591,9 +1591,10 @@ void nb_module_free(nb_module *m);
  * A first-order optimizer over a fixed list of parameters (retained until
  * nb_optim_free).  nb_optim_step() updates each parameter that has a
  * gradient, in place and without recording (torch skips p.grad None too);
- * the update is computed per element in double precision (torch computes
- * in the parameter's dtype) in one pass over each parameter, split across
- * the CPU threads.  Parameters must be contiguous float32 / float64 tensors
+ * the update is one pass over each parameter, split across the CPU
+ * threads, computed per element in double precision for SGD and in the
+ * parameter's dtype for Adam / AdamW (as torch computes both: for float32,
+ * float's square root and division are what bounds the pass).  Parameters must be contiguous float32 / float64 tensors
  * in host memory (NB_ERR_DTYPE / NB_ERR_DEVICE otherwise).
  */
 typedef struct nb_optimizer nb_optimizer;

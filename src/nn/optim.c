@@ -2,7 +2,9 @@
  * optim.c — optimizers (N2): SGD (momentum, dampening, Nesterov, weight
  * decay), Adam and AdamW with torch.optim's update rules, and gradient
  * clipping by global norm.  An optimizer step is one fused pass per
- * parameter over host memory, each element updated in double precision.
+ * parameter over host memory; SGD updates each element in double precision
+ * (as cheap as float: the pass is bound by memory), Adam in the parameter's
+ * dtype (see NB_ADAM_LOOP).
  */
 #include "nn_internal.h"
 #include "../backend/cpu/pool.h"
@@ -137,7 +139,7 @@ void nb_optim_zero_grad(nb_optimizer *o) {
     for (int i = 0; o && i < o->n; i++) nb_zero_grad(o->param[i]);
 }
 
-/* ---- the update rules: per element in double, one pass over each parameter ----
+/* ---- the update rules: one pass over each parameter ----
  * Each rule is a branch-free loop (its options folded into coefficients) so
  * that it vectorizes; the elements are split across the CPU pool, and as
  * each element is updated on its own the result is the same for any split. */
@@ -171,24 +173,27 @@ typedef struct step_job {
         }                                                                                                    \
     }
 /* torch.optim.Adam / AdamW: p *= decay (AdamW); g += l2 p (Adam); m, v moving averages;
- * p -= lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps). */
-#define NB_ADAM_LOOP(T)                                                                                      \
+ * p -= lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps).  In the parameter's dtype T (SQRT its square
+ * root), as torch.optim computes it: a float square root and division cost a quarter of double's,
+ * and with the moving averages in double too the conversions made the MLP's update 2-3x slower
+ * (0.07-0.11 against 0.23 ms a step: bench/RESULTS.md §24). */
+#define NB_ADAM_LOOP(T, SQRT)                                                                                \
     NB_SIMD_CLONES static void adam_##T(const step_coefs *k, int64_t lo, int64_t hi, T *restrict p,          \
                                         const T *restrict g, T *restrict m, T *restrict v) {                \
-        const double decay = k->decay, l2 = k->l2, b1 = k->b1, b2 = k->b2, step = k->step;                  \
-        const double inv_bc2 = k->inv_bc2, eps = k->eps;                                                     \
+        const T decay = (T)k->decay, l2 = (T)k->l2, b1 = (T)k->b1, b2 = (T)k->b2, step = (T)k->step;        \
+        const T c1 = (T)(1 - k->b1), c2 = (T)(1 - k->b2), inv_bc2 = (T)k->inv_bc2, eps = (T)k->eps;         \
         for (int64_t i = lo; i < hi; i++) {                                                                  \
-            double pi = p[i] * decay, gi = g[i] + l2 * pi;                                                   \
-            double mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;                      \
-            m[i] = (T)mi;                                                                                    \
-            v[i] = (T)vi;                                                                                    \
-            p[i] = (T)(pi - step * mi / (sqrt(vi) * inv_bc2 + eps));                                         \
+            T pi = p[i] * decay, gi = g[i] + l2 * pi;                                                        \
+            T mi = b1 * m[i] + c1 * gi, vi = b2 * v[i] + c2 * gi * gi;                                       \
+            m[i] = mi;                                                                                       \
+            v[i] = vi;                                                                                       \
+            p[i] = pi - step * (mi / (SQRT(vi) * inv_bc2 + eps));                                            \
         }                                                                                                    \
     }
 NB_SGD_LOOP(float)
 NB_SGD_LOOP(double)
-NB_ADAM_LOOP(float)
-NB_ADAM_LOOP(double)
+NB_ADAM_LOOP(float, sqrtf)
+NB_ADAM_LOOP(double, sqrt)
 #undef NB_SGD_LOOP
 #undef NB_ADAM_LOOP
 
