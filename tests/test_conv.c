@@ -291,6 +291,28 @@ static void max_pool_ties_nan_and_padding(void **state) {
         assert_close(yc, yr, 0, 0);
         assert_close(ic, ir, 0, 0);
     }
+    /* NaNs of distinct payloads and signs: the result is the last NaN tap itself, bit for bit (torch
+     * keeps the element it selects), on each CPU path: the 2x2 window with indices (rows of 14 outputs
+     * and, sliced, of 3) and without, a 3x3 window, and one of more than 256 taps */
+    const int64_t H = 17, W = 28, numel = 2 * 2 * H * W;
+    float *pv = test_malloc((size_t)numel * sizeof *pv);
+    for (int64_t i = 0; i < numel; i++) {
+        uint32_t bits = 0x7fc00000u | (uint32_t)(i * 40503 & 0x3fffff) | (i & 1 ? 0x80000000u : 0);
+        pv[i] = (float)((i * 37) % 11) - 5;
+        if ((i * 2654435761u) % 7 == 0) memcpy(&pv[i], &bits, sizeof bits);
+    }
+    nb_tensor *px = NBT(nb_from_data(pv, NB_SHAPE(2, 2, H, W), NB_F32));
+    test_free(pv);
+    nb_tensor *narrow = NBT(nb_slice(px, 3, 0, 6, 1));
+    const nb_window2d pw[] = {NB_POOL2D(2, 2), {{3, 3}, {1, 1}, {1, 1}, {1, 1}}, {{17, 17}, {1, 1}, {0, 0}, {1, 1}}};
+    for (int k = 0; k < 4; k++) {
+        nb_tensor *in = k == 3 ? narrow : px, *ic, *ir;
+        nb_window2d w = pw[k == 3 ? 0 : k];
+        nb_tensor *yr = NBT(nb_max_pool2d_with_indices(NBT(nb_to_device(in, NB_REF)), w, &ir));
+        nbt_assert_same_bits(NBT(nb_max_pool2d_with_indices(in, w, &ic)), yr, "max_pool2d NaN payloads");
+        assert_close(ic, ir, 0, 0);
+        nbt_assert_same_bits(NBT(nb_max_pool2d(in, w)), yr, "max_pool2d NaN payloads, values only");
+    }
     /* all-negative input with padding: the padding (-inf) never wins */
     nb_tensor *neg = NBT(nb_full(NB_SHAPE(1, 1, 3, 3), -5.0, NB_F32));
     nb_window2d w = {{3, 3}, {1, 1}, {1, 1}, {1, 1}};

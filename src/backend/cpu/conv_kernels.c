@@ -124,10 +124,11 @@ NB_SIMD_CLONES static void fold_plane(const win_ctx *c, const float *restrict co
 }
 
 /* torch's max-pool rule over a window's taps (positions first + off[t], t < n, in row-major tap order):
- * start at the first tap, a later tap wins when larger or NaN.  So the value is the maximum (NaN if any
- * tap is NaN) and the position the first tap holding it, or the last NaN.  Two passes keep the
- * data-dependent choices out of branches: the value by selects, then (when arg is not NULL) the position
- * by integer masks. */
+ * start at the first tap, a later tap wins when larger or NaN.  So the result is the maximum and the
+ * first tap holding it, or, when a tap is NaN, the last NaN tap: its position and its value, payload
+ * and sign included (as torch and the reference backend).  The common path keeps its data-dependent
+ * choices out of branches: the value by selects, then (when arg is not NULL) the position by integer
+ * masks; a window with a NaN branches to its own loop. */
 static inline float taps_max(const float *x, int64_t first, const int64_t *off, int n, int64_t *arg) {
     float best = x[first + off[0]];
     int nan = best != best;
@@ -136,20 +137,19 @@ static inline float taps_max(const float *x, int64_t first, const int64_t *off, 
         nan |= v != v;
         best = v > best ? v : best; /* maxss */
     }
-    best = nan ? NAN : best;
-    if (!arg) return best;
     int64_t pos = first + off[0];
-    if (best != best) /* the last NaN: ascending, each NaN overwrites */
+    if (nan) { /* the last NaN: ascending, each NaN overwrites */
         for (int t = 0; t < n; t++) {
             int64_t at = first + off[t], m = -(int64_t)(x[at] != x[at]);
             pos = (at & m) | (pos & ~m);
         }
-    else /* the first maximum: descending, each match overwrites */
+        best = x[pos];
+    } else if (arg) /* the first maximum: descending, each match overwrites */
         for (int t = n - 1; t >= 0; t--) {
             int64_t at = first + off[t], m = -(int64_t)(x[at] == best);
             pos = (at & m) | (pos & ~m);
         }
-    *arg = pos;
+    if (arg) *arg = pos;
     return best;
 }
 
@@ -199,7 +199,8 @@ NB_SIMD_CLONES static void max_pool_2x2_row(const float *restrict r0, int64_t W,
         float m = b > a ? b : a;
         m = c > m ? c : m;
         m = d > m ? d : m;
-        out[j] = ((a != a) | (b != b) | (c != c) | (d != d)) ? NAN : m;
+        float last_nan = d != d ? d : c != c ? c : b != b ? b : a;
+        out[j] = ((a != a) | (b != b) | (c != c) | (d != d)) ? last_nan : m;
     }
 }
 
@@ -218,7 +219,7 @@ NB_SIMD_CLONES static void max_pool_2x2_plane_idx(const float *restrict x, const
         m = c > m ? c : m;
         m = d > m ? d : m;
         int32_t na = a != a, nb = b != b, nc = c != c, nd = d != d, nan = na | nb | nc | nd;
-        out[o] = nan ? NAN : m;
+        out[o] = nan ? (nd ? d : nc ? c : nb ? b : a) : m;
         int32_t first_max = a == m ? 0 : b == m ? 1 : c == m ? (int32_t)W : (int32_t)W + 1;
         int32_t last_nan = nd ? (int32_t)W + 1 : nc ? (int32_t)W : nb ? 1 : 0;
         idx[o] = (int64_t)t[o] + (nan ? last_nan : first_max);

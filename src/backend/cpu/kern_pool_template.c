@@ -10,7 +10,8 @@
  * and the result and the int64 positions written by masked stores.  The rule
  * is conv_kernels.c's taps_max, lane by lane: the maximum by `>` in tap order
  * a, b, c, d (top left, top right, bottom left, bottom right); the index of
- * the first tap equal to it; or, when a tap is NaN, NaN at the last NaN tap.
+ * the first tap equal to it; or, when a tap is NaN, the last NaN tap, its
+ * value with its bits.
  * The training CNN's rows of 14 and 7 outputs are one step each, where the
  * plane loop's int64 stores and emulated gathers cost about 2x (bench_window).
  */
@@ -23,7 +24,6 @@ static void pool2x2_row_idx(const float *x, int64_t first, int64_t W, int64_t n,
     const __m512i step = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 1);
     const __m512i w0 = _mm512_set1_epi32((int32_t)W), w1 = _mm512_set1_epi32((int32_t)W + 1);
     const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
-    const __m512 nan = _mm512_set1_ps(NAN);
     for (int64_t j = 0; j < n; j += 16) {
         int64_t m = n - j < 16 ? n - j : 16; /* outputs this step: 2m floats of each row */
         __mmask16 lo = (__mmask16)(m >= 8 ? 0xFFFF : (1u << (2 * m)) - 1);
@@ -48,8 +48,9 @@ static void pool2x2_row_idx(const float *x, int64_t first, int64_t W, int64_t n,
         at_nan = _mm512_mask_blend_epi32(nc, at_nan, w0);
         at_nan = _mm512_mask_blend_epi32(nd, at_nan, w1);
         at = _mm512_mask_blend_epi32(anynan, at, at_nan);
+        __m512 v_nan = _mm512_mask_blend_ps(nd, _mm512_mask_blend_ps(nc, _mm512_mask_blend_ps(nb, a, b), c), d);
         at = _mm512_add_epi32(at, _mm512_add_epi32(step, _mm512_set1_epi32((int32_t)(first + 2 * j))));
-        _mm512_mask_storeu_ps(out + j, keep, _mm512_mask_blend_ps(anynan, mx, nan));
+        _mm512_mask_storeu_ps(out + j, keep, _mm512_mask_blend_ps(anynan, mx, v_nan));
         _mm512_mask_storeu_epi64(idx + j, (__mmask8)keep, _mm512_cvtepi32_epi64(_mm512_castsi512_si256(at)));
         _mm512_mask_storeu_epi64(idx + j + 8, (__mmask8)(keep >> 8),
                                  _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(at, 1)));
