@@ -15,6 +15,10 @@ nb_tensor *nb__grad_conform(nb_tensor *g, const nb_tensor *x);
 /** acc + g, the sum of two gradients reaching one value (both owned, acc may be NULL:
  *  then g); returns the owned sum, NULL with an error.  Shared as nb__grad_conform. */
 nb_tensor *nb__grad_add(nb_tensor *acc, nb_tensor *g);
+/** The gradient through relu from its result y: g where y is nonzero (NaN included), else 0
+ *  (torch's threshold_backward on the result).  Scoped, recorded.  RELU's rule, and ADDMM's and
+ *  CONVOLUTION's with NB_SUB_RELU. */
+nb_tensor *nb__relu_grad(nb_tensor *y, nb_tensor *g);
 
 #define NB_VJP_DECL_RULE(name) nb_status nb__vjp_##name(const nb_node *node, nb_tensor *g, nb_tensor **gin);
 #define NB_VJP_DECL_NONE(name)

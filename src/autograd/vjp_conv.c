@@ -43,8 +43,10 @@ RULE(max_unpool2d) {
  * ways give the gradients of conv.c's composite bit for bit, whose tape makes the same ops.
  * Second derivatives agree with the composite's up to rounding only: this rule unfolds x again
  * for dw, so x's second-order terms arrive as two folds added (fold(a) + fold(b)) where the
- * composite, which reuses its forward's columns, folds their sum once. */
+ * composite, which reuses its forward's columns, folds their sum once.  With NB_SUB_RELU (relu
+ * in the kernel's epilogue), g goes through relu's derivative first. */
 RULE(convolution) {
+    if ((n->attrs.sub & NB_SUB_RELU) && !(g = nb__relu_grad(n->out, g))) return nb_last_status();
     nb_tensor *x = X, *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     nb_window2d win = nb__window_from_attrs(&n->attrs);
     const int64_t *xs = x->shape, *ws = w->shape;

@@ -39,8 +39,12 @@ RULE(sigmoid) {
  * (x > 0, and a NaN x, whose result NaN torch also lets g through), else 0.  One select with the
  * result itself as the condition (a float condition's truth is != 0) against a rank-0 zero (never
  * materialized): no comparison pass, no mask. */
+nb_tensor *nb__relu_grad(nb_tensor *y, nb_tensor *g) {
+    return nb_where(y, g, nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)));
+}
+
 RULE(relu) {
-    gin[0] = nb_where(n->out, g, nb__own(nb__full_on(NULL, 0, 0, g->dtype, g->storage->device)));
+    gin[0] = nb__relu_grad(n->out, g);
     return NB_OK;
 }
 RULE(leaky_relu) { gin[0] = nb_mul(g, nb_where(nb_gt(X, 0.0), nb_ones_like(X), nb_full_like(X, P0))); return NB_OK; }

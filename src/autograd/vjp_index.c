@@ -36,8 +36,10 @@ RULE(matmul) {
     return NB_OK;
 }
 
-/* c + a@b: matmul's for a and b; c gets g, summed to c's shape by the gradient's conformance. */
+/* c + a@b: matmul's for a and b; c gets g, summed to c's shape by the gradient's conformance.
+ * With NB_SUB_RELU (relu(c + a@b)), g goes through relu's derivative first. */
 RULE(addmm) {
+    if ((n->attrs.sub & NB_SUB_RELU) && !(g = nb__relu_grad(n->out, g))) return nb_last_status();
     nb_status st = nb__vjp_matmul(n, g, gin);
     if (st == NB_OK && nb_requires_grad(n->in[2])) gin[2] = nb__own(nb_retain(g));
     return st;

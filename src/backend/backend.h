@@ -39,9 +39,9 @@ struct nb_backend {
      *  all of one float dtype; out contiguous. */
     nb_status (*matmul)(nb_tensor *out, const nb_tensor *a, const nb_tensor *b);
     /** out = a @ b + c, operands as matmul's and c shaped like out (any strides, 0 included):
-     *  the product rounded to out's dtype, then c added once — bit for bit matmul and then
-     *  binary ADD, which the front end runs instead where this is NULL. */
-    nb_status (*matmul_add)(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *c);
+     *  the product rounded to out's dtype, then c added once, then (relu) unary RELU — bit for
+     *  bit matmul, binary ADD and unary RELU, which the front end runs instead where this is NULL. */
+    nb_status (*matmul_add)(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *c, bool relu);
     /** out[i..] = x[i.. with axis replaced by index[i..]]; index (i64) shaped like out;
      *  indices already validated in range. */
     nb_status (*gather)(nb_tensor *out, const nb_tensor *x, int axis, const nb_tensor *index);
@@ -94,10 +94,10 @@ struct nb_backend {
      *  nb__window_out and L = OH*OW, K = C/groups*KH*KW: y [N, O, OH, OW] = the
      *  cross-correlation of x with w plus b [O] (NULL: none) — for each image n and group q,
      *  y[n, q] = w[q] as [O/groups, K] times unfold(x)[n, q] as [K, L], b added as matmul_add
-     *  adds it, bit for bit as matmul_add and window (UNFOLD) compute it.  NULL: the backend has
-     *  none (conv2d then runs that composite). */
+     *  adds it, then (relu) RELU applied as matmul_add does, bit for bit as matmul_add and window
+     *  (UNFOLD) compute it.  NULL: the backend has none (conv2d then runs that composite). */
     nb_status (*conv2d)(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
-                        const nb_window2d *win, int64_t groups);
+                        const nb_window2d *win, int64_t groups, bool relu);
     /** conv2d's gradients from g [N, O, OH, OW] (contiguous, x's dtype), each NULL when not wanted:
      *  dx [N, C, H, W] = fold of w[q]ᵀ g[n, q] per image and group, and dwi [N, groups, O/groups, K]
      *  = g[n, q] unfold(x)[n, q]ᵀ per image and group (the caller sums over N) — bit for bit as

@@ -66,10 +66,12 @@ static bool sizes_positive(const char *kind, int n, const int64_t *v) {
 /* ---- Linear ---- */
 
 static nb_tensor *linear_forward(nb_module *m, nb_tensor *x) { return nb_linear(x, W_, B_); }
+static nb_tensor *linear_relu_forward(nb_module *m, nb_tensor *x) { return nb__linear_relu(x, W_, B_); }
 
 nb_module *nb_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
     if (!sizes_positive("Linear", 2, (int64_t[]){in_features, out_features})) return NULL;
     nb_module *m = nb__module_new("Linear", linear_forward);
+    if (m) m->forward_relu = linear_relu_forward;
     double bound = 1 / sqrt((double)in_features);
     if (m) nb__module_add_param(m, "weight", param_uniform(NB_SHAPE(out_features, in_features), bound));
     if (m && bias) nb__module_add_param(m, "bias", param_uniform(NB_SHAPE(out_features), bound));
@@ -79,6 +81,7 @@ nb_module *nb_nn_linear(int64_t in_features, int64_t out_features, bool bias) {
 /* ---- Conv2d ---- */
 
 static nb_tensor *conv2d_forward(nb_module *m, nb_tensor *x) { return nb_conv2d(x, W_, B_, m->cfg.conv); }
+static nb_tensor *conv2d_relu_forward(nb_module *m, nb_tensor *x) { return nb__conv2d_relu(x, W_, B_, m->cfg.conv); }
 
 nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kh, int64_t kw, nb_conv2d_opts opts,
                         bool bias) {
@@ -90,6 +93,7 @@ nb_module *nb_nn_conv2d(int64_t in_channels, int64_t out_channels, int64_t kh, i
     }
     nb_module *m = nb__module_new("Conv2d", conv2d_forward);
     if (!m) return NULL;
+    m->forward_relu = conv2d_relu_forward;
     m->cfg.conv = opts;
     int64_t cin = in_channels / opts.groups;
     double bound = 1 / sqrt((double)(cin * kh * kw));
@@ -150,12 +154,12 @@ nb_module *nb_nn_dropout(double p) {
     return m;
 }
 
-static nb_tensor *relu_forward(nb_module *m, nb_tensor *x) {
+nb_tensor *nb__relu_forward(nb_module *m, nb_tensor *x) {
     (void)m;
     return nb_relu(x);
 }
 
-nb_module *nb_nn_relu(void) { return nb__module_new("ReLU", relu_forward); }
+nb_module *nb_nn_relu(void) { return nb__module_new("ReLU", nb__relu_forward); }
 
 static nb_tensor *flatten_forward(nb_module *m, nb_tensor *x) {
     return nb_flatten(x, m->cfg.flat.start, m->cfg.flat.end);

@@ -401,32 +401,44 @@ static bool conv_args_valid(const char *op, const nb_tensor *x, const nb_tensor 
     return true;
 }
 
-/* The convolution proper on a batched x (public ops; runs inside the caller's composite scope). */
-static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_conv2d_opts *o) {
+/* The convolution proper on a batched x, relu after where asked (public ops; runs inside the
+ * caller's composite scope). */
+static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_conv2d_opts *o, bool relu) {
     const int64_t *xs = x->shape, *ws = w->shape;
     int64_t g = o->groups, kdim = ws[1] * ws[2] * ws[3];
     nb_window2d win = {{ws[2], ws[3]}, {o->stride[0], o->stride[1]}, {o->padding[0], o->padding[1]},
                        {o->dilation[0], o->dilation[1]}};
     int64_t out[2];
     if (!window_out("conv2d", xs + 2, &win, out)) return NULL;
-    if (nb__convolution_eager(x, w, b)) return nb__convolution(x, w, b, &win, g); /* the same bits, image by image */
+    if (nb__convolution_eager(x, w, b)) return nb__convolution(x, w, b, &win, g, relu); /* the same bits, image by image */
     nb_tensor *cols = nb__window_pointwise(&win) ? nb_reshape(x, NB_SHAPE(xs[0], xs[1], xs[2] * xs[3])) : nb_unfold(x, win);
     cols = nb_reshape(cols, NB_SHAPE(xs[0], g, kdim, out[0] * out[1]));
     nb_tensor *wg = nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim));
-    /* [N, g, O/g, L]; the bias, one per output row, added as the product's tiles are stored */
-    nb_tensor *y = b ? nb_addmm(nb_reshape(b, NB_SHAPE(g, ws[0] / g, 1)), wg, cols) : nb_matmul(wg, cols);
+    /* [N, g, O/g, L]; the bias, one per output row, added (then relu) as the product's tiles are stored */
+    nb_tensor *bg = b ? nb_reshape(b, NB_SHAPE(g, ws[0] / g, 1)) : NULL;
+    nb_tensor *y = !b ? nb_matmul(wg, cols) : relu ? nb__addmm_relu(bg, wg, cols) : nb_addmm(bg, wg, cols);
+    if (relu && !b) y = nb_relu(y);
     return nb_reshape(y, NB_SHAPE(xs[0], ws[0], out[0], out[1]));
 }
 
-nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts) {
+/* nb_conv2d, then relu where asked (nb__conv2d_relu). */
+static nb_tensor *conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts, bool relu) {
     const char *op = "conv2d";
     NB_CHECK_ARG(op, x);
     NB_CHECK_ARG(op, weight);
     if (!rank_is(op, weight, 4, "[O, C/groups, KH, KW] weight")) return NULL;
     NB_COMPOSITE_BEGIN();
     nb_tensor *xb = batch_view(op, x, 4, "[N, C, H, W]"), *r = NULL;
-    if (xb && conv_args_valid(op, xb, weight, bias, &opts)) r = conv2d_batched(xb, weight, bias, &opts);
+    if (xb && conv_args_valid(op, xb, weight, bias, &opts)) r = conv2d_batched(xb, weight, bias, &opts, relu);
     NB_COMPOSITE_RETURN(unbatch(r, x, 4));
+}
+
+nb_tensor *nb_conv2d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts) {
+    return conv2d(x, weight, bias, opts, false);
+}
+
+nb_tensor *nb__conv2d_relu(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, nb_conv2d_opts opts) {
+    return conv2d(x, weight, bias, opts, true);
 }
 
 nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, int64_t stride, int64_t padding,
@@ -439,6 +451,6 @@ nb_tensor *nb_conv1d(nb_tensor *x, nb_tensor *weight, nb_tensor *bias, int64_t s
     NB_COMPOSITE_BEGIN();
     nb_tensor *xb = batch_view(op, x, 3, "[N, C, L]"), *r = NULL;
     nb_tensor *x4 = xb ? nb_unsqueeze(xb, 2) : NULL, *w4 = nb_unsqueeze(weight, 2);
-    if (x4 && w4 && conv_args_valid(op, x4, w4, bias, &o)) r = nb_squeeze(conv2d_batched(x4, w4, bias, &o), 2);
+    if (x4 && w4 && conv_args_valid(op, x4, w4, bias, &o)) r = nb_squeeze(conv2d_batched(x4, w4, bias, &o, false), 2);
     NB_COMPOSITE_RETURN(unbatch(r, x, 3));
 }

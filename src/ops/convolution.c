@@ -13,7 +13,7 @@
  *
  * attrs: i[0..7] the window (nb__window_to_attrs), i[8] the groups.
  * CONVOLUTION:          in {x [N, C, H, W], w [O, C/groups, KH, KW], bias [O] (optional)};
- *                       out {y [N, O, OH, OW]}.
+ *                       out {y [N, O, OH, OW]}, relu(y) with sub NB_SUB_RELU.
  * CONVOLUTION_BACKWARD: in {x, w, g [N, O, OH, OW]}; sub bit 0: out dx [N, C, H, W], bit 1:
  *                       out dwi [N, groups, O/groups, C/groups*KH*KW] (each image's weight
  *                       gradient, summed over N by the rule), bit 2: out db [O] (the bias
@@ -68,7 +68,7 @@ static nb_status exec_conv(nb_op op, nb_tensor *const *in, int n, const nb_attrs
     nb_tensor *t[3] = {NULL}, *r[3];
     nb_status st = nb__exec_begin(in, n, m, nout, t, r);
     if (st == NB_OK && op == NB_OP_CONVOLUTION)
-        st = be->conv2d(r[0], t[0], t[1], t[2], &win, a->i[8]);
+        st = be->conv2d(r[0], t[0], t[1], t[2], &win, a->i[8], (a->sub & NB_SUB_RELU) != 0);
     else if (st == NB_OK) { /* the outputs in sub's bit order */
         nb_tensor *o[3] = {NULL}, **next = r;
         for (int bit = 0; bit < 3; bit++)
@@ -87,8 +87,9 @@ bool nb__convolution_eager(nb_tensor *x, nb_tensor *w, nb_tensor *b) {
            (!b || nb__backend_of(b) == be);
 }
 
-nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups) {
-    nb_attrs a = {0};
+nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups,
+                           bool relu) {
+    nb_attrs a = {.sub = relu ? NB_SUB_RELU : 0};
     nb__window_to_attrs(&a, win);
     a.i[8] = groups;
     a.ni = 9;

@@ -81,13 +81,14 @@ nb_tensor *nb__batch_expand(nb_tensor *t, const int64_t *bat, int nbat) {
     return nb__expand_raw(t, s, nbat + 2);
 }
 
-/* The product into a fresh result; ADDMM's addend, expanded to the result's shape, goes to the
- * backend's matmul_add, or (a backend without one) is added by its binary ADD afterwards. */
+/* The product into a fresh result; ADDMM's addend, expanded to the result's shape, and its relu
+ * (NB_SUB_RELU) go to the backend's matmul_add, or (a backend without one) are its binary ADD and
+ * unary RELU afterwards. */
 static nb_status exec_matmul(nb_op op, nb_tensor *const *in, int n, const nb_attrs *attrs, const nb_meta *m,
                              int nout, nb_tensor **out) {
     (void)n;
-    (void)attrs;
     (void)nout;
+    bool relu = op == NB_OP_ADDMM && attrs && (attrs->sub & NB_SUB_RELU);
     nb_tensor *a = in[0];
     const nb_backend *be = nb__backend_of(a);
     int nbat = m->ndim - 2;
@@ -96,9 +97,10 @@ static nb_status exec_matmul(nb_op op, nb_tensor *const *in, int n, const nb_att
     nb_tensor *ce = be_ && op == NB_OP_ADDMM ? nb__expand_raw(in[2], m->shape, m->ndim) : NULL;
     nb_tensor *r = be_ && (op != NB_OP_ADDMM || ce) ? nb__meta_new(m, a->storage->device) : NULL;
     nb_status st = r ? NB_OK : nb_last_status();
-    if (r && ce && be->matmul_add) st = be->matmul_add(r, ae, be_, ce);
+    if (r && ce && be->matmul_add) st = be->matmul_add(r, ae, be_, ce, relu);
     else if (r) st = be->matmul(r, ae, be_);
     if (st == NB_OK && ce && !be->matmul_add) st = be->binary(NB_OP_ADD, r, r, ce);
+    if (st == NB_OK && relu && !be->matmul_add) st = be->unary(NB_OP_RELU, r, r, 0, 0);
     if (st != NB_OK) {
         nb_release(r);
         r = NULL;
@@ -128,14 +130,21 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     NB_COMPOSITE_RETURN(r);
 }
 
-nb_tensor *nb_addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b) {
+/* ADDMM with sub (0 or NB_SUB_RELU). */
+static nb_tensor *addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b, int sub) {
     NB_CHECK_ARG("addmm", c);
     NB_CHECK_ARG("addmm", a);
     NB_CHECK_ARG("addmm", b);
-    return nb__own(nb__apply(NB_OP_ADDMM, (nb_tensor *[]){a, b, c}, 3, NULL));
+    nb_attrs at = {.sub = sub};
+    return nb__own(nb__apply(NB_OP_ADDMM, (nb_tensor *[]){a, b, c}, 3, &at));
 }
 
-nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
+nb_tensor *nb_addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return addmm(c, a, b, 0); }
+
+nb_tensor *nb__addmm_relu(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return addmm(c, a, b, NB_SUB_RELU); }
+
+/* nb_linear, then relu where asked (nb__linear_relu). */
+static nb_tensor *linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias, bool relu) {
     NB_CHECK_ARG("linear", x);
     NB_CHECK_ARG("linear", w);
     if (w->ndim != 2) {
@@ -152,7 +161,12 @@ nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias) {
     /* the bias added as the product is stored; a 1-D x (matmul's vector promotion) or a bias of
      * another dtype (promoted, as nb_add does) by a separate add */
     bool fused = bias && x->ndim >= 2 && bias->dtype == x->dtype;
-    nb_tensor *y = fused ? nb_addmm(bias, x, nb_t(w)) : nb_matmul(x, nb_t(w));
+    nb_tensor *y = !fused ? nb_matmul(x, nb_t(w)) : relu ? nb__addmm_relu(bias, x, nb_t(w)) : nb_addmm(bias, x, nb_t(w));
     if (bias && !fused) y = nb_add(y, bias);
+    if (relu && !fused) y = nb_relu(y);
     NB_COMPOSITE_RETURN(y);
 }
+
+nb_tensor *nb_linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias) { return linear(x, w, bias, false); }
+
+nb_tensor *nb__linear_relu(nb_tensor *x, nb_tensor *w, nb_tensor *bias) { return linear(x, w, bias, true); }

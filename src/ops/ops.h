@@ -249,11 +249,25 @@ nb_tensor *nb__attention_probs(nb_tensor *q, nb_tensor *k, const nb_attention_op
 /** x itself (retained) when contiguous, else a contiguous copy of it (unscoped, not recorded);
  *  NULL with the error. */
 nb_tensor *nb__dense(nb_tensor *x);
+/** nb_attrs.sub of ADDMM and CONVOLUTION: relu applied to the result (a layer's activation, in
+ *  the kernel's epilogue where the backend has one), bit for bit the RELU op after the op. */
+#define NB_SUB_RELU 1
+/** relu(nb_addmm(c, a, b)) as one ADDMM with NB_SUB_RELU (operands as nb_addmm's; scoped result,
+ *  NULL with the error).  The activation of nb__linear_relu and of the conv composite. */
+nb_tensor *nb__addmm_relu(nb_tensor *c, nb_tensor *a, nb_tensor *b);
+/** relu(nb_linear(x, w, bias)), bit for bit, with relu in the product's epilogue where linear adds
+ *  its bias there (errors as nb_linear's).  What a Sequential runs for Linear then ReLU. */
+nb_tensor *nb__linear_relu(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
+/** relu(nb_conv2d(x, w, bias, opts)), bit for bit, relu in the GEMMs' epilogue (errors as
+ *  nb_conv2d's).  What a Sequential runs for Conv2d then ReLU. */
+nb_tensor *nb__conv2d_relu(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_conv2d_opts opts);
 /** Whether nb_conv2d runs x [N, C, H, W] * w (+ b) as the CONVOLUTION kernel (convolution.c): eager
  *  (no interpreter, no symbolic operand), f32 or f64, one backend that has the kernel. */
 bool nb__convolution_eager(nb_tensor *x, nb_tensor *w, nb_tensor *b);
-/** The CONVOLUTION op on operands nb_conv2d has checked (scoped result; NULL with the error). */
-nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups);
+/** The CONVOLUTION op on operands nb_conv2d has checked, relu after where asked (scoped result;
+ *  NULL with the error). */
+nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups,
+                           bool relu);
 /** The identity matrices of a's batch ([..., n, n] for a [..., n, n]; symbolic sizes too), scoped,
  *  recorded (diag_embed of ones shaped like a's diagonal). */
 nb_tensor *nb__eye_like(nb_tensor *a);

@@ -188,11 +188,13 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         if (!(x[0] = front(in[0], bin[0]))) return nb_last_status();
         if (nb__ops[nd->op].kind == NB_KIND_SIZE) bout[0] = -1; /* a per-example count */
         return apply_with(nd, &a, x, out);
-    case NB_KIND_MATMUL: { /* addmm: the batched product, then its addend added as an elementwise operand */
+    case NB_KIND_MATMUL: { /* addmm: the batched product, then its addend added as an elementwise operand
+                            * (and relu, NB_SUB_RELU) */
         nb_tensor *y = batched_matmul(in[0], bin[0], in[1], bin[1]), *yc[2];
         int by[2] = {bin[0] >= 0 || bin[1] >= 0 ? 0 : -1, bin[2]};
         if (y && nd->op == NB_OP_ADDMM)
             y = elementwise(2, (nb_tensor *[]){y, in[2]}, by, yc) == NB_OK ? nb_add(yc[0], yc[1]) : NULL;
+        if (y && nd->op == NB_OP_ADDMM && (nd->attrs.sub & NB_SUB_RELU)) y = nb_relu(y);
         return (out[0] = y) ? NB_OK : nb_last_status();
     }
     case NB_KIND_LINALG: { /* matrices batched over their leading dims, which broadcast as elementwise

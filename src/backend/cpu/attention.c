@@ -105,7 +105,7 @@ AT_ROWS(double)
         if (c->mask == NB_ATTN_MASK_SLIDING && i0 - c->window + 1 > 0) jlo = i0 - c->window + 1;             \
         for (int64_t j0 = jlo; j0 < jhi; j0 += TK) {                                                          \
             int64_t cols = jhi - j0 < TK ? jhi - j0 : TK;                                                     \
-            nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, s, TK, NULL, NULL, NULL, 0, 0};                \
+            nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, s, TK, NULL, NULL, NULL, 0, 0, false};                \
             nb__gemm(&gs, ws, 1);                                                                              \
             for (int64_t r = 0; r < rows; r++) {                                                               \
                 T *row = s + r * TK;                                                                           \
@@ -130,7 +130,7 @@ AT_ROWS(double)
                     for (int64_t e = 0; e < dv; e++) acc[r * dv + e] = (T)(acc[r * dv + e] * alpha);          \
             }                                                                                                  \
             /* acc + P V into the other buffer by the GEMM's epilogue (no pass of its own), then swapped */    \
-            nb_gemm gv = {DT, rows, dv, cols, s, TK, 1, v + j0 * dv, dv, 1, ot, dv, NULL, NULL, acc, dv, 1};            \
+            nb_gemm gv = {DT, rows, dv, cols, s, TK, 1, v + j0 * dv, dv, 1, ot, dv, NULL, NULL, acc, dv, 1, false};            \
             nb__gemm(&gv, ws, 1);                                                                              \
             T *sw = acc;                                                                                       \
             acc = ot;                                                                                          \
@@ -229,7 +229,7 @@ ATB_ADD(double)
             if (c->mask == NB_ATTN_MASK_SLIDING && i0 - c->window + 1 > 0) jlo = i0 - c->window + 1;         \
             for (int64_t j0 = jlo; j0 < jhi; j0 += TK) {                                                      \
                 int64_t cols = jhi - j0 < TK ? jhi - j0 : TK;                                                 \
-                nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, p, TK, NULL, NULL, NULL, 0, 0};  \
+                nb_gemm gs = {DT, rows, cols, d, qs, d, 1, k + j0 * d, 1, d, p, TK, NULL, NULL, NULL, 0, 0, false};  \
                 nb__gemm(&gs, ws, 1);                                                                          \
                 for (int64_t r = 0; r < rows; r++) { /* P = exp(S - lse) where the query sees the key */     \
                     T *row = p + r * TK;                                                                       \
@@ -242,19 +242,19 @@ ATB_ADD(double)
                     for (int64_t j = lo; j < hi; j++) row[j] -= lse[i];                                        \
                     c->exp_kernel(hi - lo, (char *)(row + lo), sizeof(T), (const char *)(row + lo), sizeof(T), 0, 0); \
                 }                                                                                              \
-                nb_gemm gv = {DT, cols, dv, rows, p, 1, TK, gi, dv, 1, tmp, dv, NULL, NULL, NULL, 0, 0}; /* Pᵀ dO */ \
+                nb_gemm gv = {DT, cols, dv, rows, p, 1, TK, gi, dv, 1, tmp, dv, NULL, NULL, NULL, 0, 0, false}; /* Pᵀ dO */ \
                 nb__gemm(&gv, ws, 1);                                                                          \
                 add_##T(dvv + j0 * dv, tmp, cols * dv);                                                        \
-                nb_gemm gp = {DT, rows, cols, dv, gi, dv, 1, v + j0 * dv, 1, dv, dp, TK, NULL, NULL, NULL, 0, 0}; /* dO Vᵀ */ \
+                nb_gemm gp = {DT, rows, cols, dv, gi, dv, 1, v + j0 * dv, 1, dv, dp, TK, NULL, NULL, NULL, 0, 0, false}; /* dO Vᵀ */ \
                 nb__gemm(&gp, ws, 1);                                                                          \
                 for (int64_t r = 0; r < rows; r++) {                                                           \
                     T dri = (T)dr[r], *pr = p + r * TK, *sr = dp + r * TK;                                     \
                     for (int64_t j = 0; j < cols; j++) sr[j] = pr[j] * (sr[j] - dri);                         \
                 }                                                                                              \
-                nb_gemm gq = {DT, rows, d, cols, dp, TK, 1, k + j0 * d, d, 1, tmp, d, NULL, NULL, NULL, 0, 0}; /* dS K */ \
+                nb_gemm gq = {DT, rows, d, cols, dp, TK, 1, k + j0 * d, d, 1, tmp, d, NULL, NULL, NULL, 0, 0, false}; /* dS K */ \
                 nb__gemm(&gq, ws, 1);                                                                          \
                 add_##T(dqa, tmp, rows * d);                                                                   \
-                nb_gemm gk = {DT, cols, d, rows, dp, 1, TK, qs, d, 1, tmp, d, NULL, NULL, NULL, 0, 0}; /* dSᵀ (scale Q) */ \
+                nb_gemm gk = {DT, cols, d, rows, dp, 1, TK, qs, d, 1, tmp, d, NULL, NULL, NULL, 0, 0, false}; /* dSᵀ (scale Q) */ \
                 nb__gemm(&gk, ws, 1);                                                                          \
                 add_##T(dk + j0 * d, tmp, cols * d);                                                           \
             }                                                                                                  \

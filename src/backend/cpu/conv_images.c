@@ -32,6 +32,7 @@ typedef struct conv_ctx {
     nb_window2d win;
     int64_t groups, C, H, W, O, K, L; /* K = C/groups*KH*KW per group, L = OH*OW */
     bool pointwise;                  /* 1x1, stride 1, no padding: the columns are the image */
+    bool relu;                       /* forward: relu in the GEMMs' epilogue */
     size_t es;
     int threads;                     /* inside each GEMM */
     nb_tensor **cols;                /* per chunk: [1, C*KH*KW, L] */
@@ -82,7 +83,7 @@ static nb_status columns(const conv_ctx *c, int64_t n, nb_tensor *cols, const ch
 static void product(const conv_ctx *c, int64_t m, int64_t n, int64_t k, const char *a, int64_t ars, int64_t acs,
                     const char *b, int64_t brs, int64_t bcs, char *out, int64_t ldc, const char *add, char *ws) {
     nb_gemm g = {.dt = c->x->dtype, .m = m, .n = n, .k = k, .a = a, .ars = ars, .acs = acs, .b = b, .brs = brs,
-                 .bcs = bcs, .c = out, .ldc = ldc, .add = add, .adrs = 1, .adcs = 0};
+                 .bcs = bcs, .c = out, .ldc = ldc, .add = add, .adrs = 1, .adcs = 0, .relu = c->relu};
     nb__gemm(&g, ws, c->threads);
 }
 
@@ -198,8 +199,8 @@ static nb_status run(conv_ctx *c) {
 }
 
 nb_status nb__cpu_conv2d(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
-                         const nb_window2d *win, int64_t groups) {
-    conv_ctx c = {.x = x, .w = w, .b = b, .y = y, .win = *win, .groups = groups};
+                         const nb_window2d *win, int64_t groups, bool relu) {
+    conv_ctx c = {.x = x, .w = w, .b = b, .y = y, .win = *win, .groups = groups, .relu = relu};
     return run(&c);
 }
 

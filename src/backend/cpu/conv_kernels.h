@@ -42,7 +42,7 @@ nb_status nb__cpu_window(nb_op op, nb_tensor *out, nb_tensor *idx, const nb_tens
 
 /** backend.h `conv2d`: image by image, each image's columns in a per-thread buffer. */
 nb_status nb__cpu_conv2d(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
-                         const nb_window2d *win, int64_t groups);
+                         const nb_window2d *win, int64_t groups, bool relu);
 
 /** backend.h `conv2d_backward`, image by image as nb__cpu_conv2d. */
 nb_status nb__cpu_conv2d_backward(nb_tensor *dx, nb_tensor *dwi, nb_tensor *db, const nb_tensor *x,

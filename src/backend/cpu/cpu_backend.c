@@ -516,6 +516,7 @@ static nb_status cpu_scan(nb_op op, nb_tensor *out, const nb_tensor *x, int axis
 
 typedef struct mm_ctx {
     const nb_tensor *t[4]; /* out, a, b, and the addend (NULL for none) */
+    bool relu;             /* relu in the epilogue (f32 / f64) */
     int nb;
     int64_t bshape[NB_MAX_DIMS];
     char *ws;
@@ -536,7 +537,7 @@ static void mm_offsets(const mm_ctx *c, int64_t bi, int64_t off[4]) {
 /* The product of the last two axes of a and b into out's, at element offsets off, plus those of
  * the addend ad (NULL: none, off[3] unused). */
 static nb_gemm mm_gemm(const nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad,
-                       const int64_t off[4]) {
+                       const int64_t off[4], bool relu) {
     int no = out->ndim, na = a->ndim, nbd = b->ndim;
     int64_t es = (int64_t)nb_dtype_size(out->dtype);
     nb_gemm g = {.dt = out->dtype, .m = out->shape[no - 2], .n = out->shape[no - 1],
@@ -545,7 +546,7 @@ static nb_gemm mm_gemm(const nb_tensor *out, const nb_tensor *a, const nb_tensor
                  .ars = a->stride[na - 2], .acs = a->stride[na - 1],
                  .b = (const char *)b->storage->data + off[2] * es,
                  .brs = b->stride[nbd - 2], .bcs = b->stride[nbd - 1],
-                 .c = (char *)out->storage->data + off[0] * es, .ldc = out->stride[no - 2]};
+                 .c = (char *)out->storage->data + off[0] * es, .ldc = out->stride[no - 2], .relu = relu};
     if (ad) {
         g.add = (const char *)ad->storage->data + off[3] * es;
         g.adrs = ad->stride[no - 2];
@@ -559,7 +560,7 @@ static void mm_range(void *p, int64_t lo, int64_t hi, int tid) {
     for (int64_t bi = lo; bi < hi; bi++) {
         int64_t off[4];
         mm_offsets(c, bi, off);
-        nb_gemm g = mm_gemm(c->t[0], c->t[1], c->t[2], c->t[3], off);
+        nb_gemm g = mm_gemm(c->t[0], c->t[1], c->t[2], c->t[3], off, c->relu);
         nb__gemm(&g, c->ws + (size_t)tid * c->ws_size, c->threads);
     }
 }
@@ -587,7 +588,7 @@ static nb_status mm_lowp(const mm_ctx *c, int64_t batch) {
         if (st == NB_OK) {
             cpu_copy(tmp[1], view[1]);
             cpu_copy(tmp[2], view[2]);
-            nb_gemm g = mm_gemm(tmp[0], tmp[1], tmp[2], NULL, (const int64_t[4]){0, 0, 0, 0});
+            nb_gemm g = mm_gemm(tmp[0], tmp[1], tmp[2], NULL, (const int64_t[4]){0, 0, 0, 0}, false);
             nb__gemm(&g, c->ws, c->threads);
             cpu_copy(view[0], tmp[0]);
         }
@@ -600,10 +601,10 @@ static nb_status mm_lowp(const mm_ctx *c, int64_t batch) {
     return st;
 }
 
-/* out = a @ b (+ ad, an addend shaped like out, or NULL). */
-static nb_status mm_run(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad) {
+/* out = a @ b (+ ad, an addend shaped like out, or NULL; then relu where asked: f32 / f64 only). */
+static nb_status mm_run(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad, bool relu) {
     int nd = out->ndim, threads = nb_get_num_threads();
-    mm_ctx c = {.t = {out, a, b, ad}, .nb = nd - 2};
+    mm_ctx c = {.t = {out, a, b, ad}, .relu = relu, .nb = nd - 2};
     int64_t batch = 1;
     for (int d = 0; d < nd - 2; d++) {
         c.bshape[d] = out->shape[d];
@@ -629,14 +630,18 @@ static nb_status mm_run(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, 
     return st;
 }
 
-static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor *b) { return mm_run(out, a, b, NULL); }
+static nb_status cpu_matmul(nb_tensor *out, const nb_tensor *a, const nb_tensor *b) {
+    return mm_run(out, a, b, NULL, false);
+}
 
-/* f32 / f64: the addend in the GEMM's epilogue; f16 / bf16 (multiplied in f32 and rounded on the
- * way back) get it from the elementwise add afterwards. */
-static nb_status cpu_matmul_add(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad) {
-    if (slot(out->dtype) >= 0) return mm_run(out, a, b, ad);
-    nb_status st = mm_run(out, a, b, NULL);
-    return st == NB_OK ? cpu_binary(NB_OP_ADD, out, out, ad) : st;
+/* f32 / f64: the addend and relu in the GEMM's epilogue; f16 / bf16 (multiplied in f32 and rounded
+ * on the way back) get them from the elementwise add and relu afterwards. */
+static nb_status cpu_matmul_add(nb_tensor *out, const nb_tensor *a, const nb_tensor *b, const nb_tensor *ad,
+                                bool relu) {
+    if (slot(out->dtype) >= 0) return mm_run(out, a, b, ad, relu);
+    nb_status st = mm_run(out, a, b, NULL, false);
+    if (st == NB_OK) st = cpu_binary(NB_OP_ADD, out, out, ad);
+    return st == NB_OK && relu ? cpu_unary(NB_OP_RELU, out, out, 0, 0) : st;
 }
 
 /* ---- gather / scatter_add ---- */

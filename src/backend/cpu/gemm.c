@@ -22,7 +22,8 @@
  * element is still fma(a, b, acc) in k order: the same bits either way.
  *
  * An addend (nb_gemm.add: a bias, the c of addmm) is added to each tile
- * right after its last k block is stored, while the tile is in L1.
+ * right after its last k block is stored, while the tile is in L1, and then
+ * relu applied where nb_gemm.relu asks (the activation after a layer).
  */
 #include "gemm.h"
 #include "kernels.h"
@@ -134,12 +135,30 @@ GEMM_ADD_TILE(add_tile_f32, float)
 GEMM_ADD_TILE(add_tile_f64, double)
 #undef GEMM_ADD_TILE
 
-/* The epilogue of C's tile at row i, column j of the product (c: its first element). */
-static void add_tile(const nb_gemm *g, int64_t i, int64_t j, char *c, int64_t crs, int64_t ccs, int64_t rows,
-                     int64_t cols) {
-    const char *a = (const char *)g->add + (i * g->adrs + j * g->adcs) * (int64_t)nb_dtype_size(g->dt);
-    if (g->dt == NB_F32) add_tile_f32(c, crs, ccs, a, g->adrs, g->adcs, rows, cols);
-    else add_tile_f64(c, crs, ccs, a, g->adrs, g->adcs, rows, cols);
+/* C(i, j) = C(i, j) < 0 ? 0 : C(i, j) over rows x cols of C at c: the RELU op's expression. */
+#define GEMM_RELU_TILE(NAME, T)                                                                     \
+    NB_SIMD_CLONES static void NAME(char *c_, int64_t crs, int64_t ccs, int64_t rows, int64_t cols) { \
+        for (int64_t i = 0; i < rows; i++) {                                                        \
+            T *restrict c = (T *)c_ + i * crs;                                                      \
+            if (ccs == 1)                                                                           \
+                for (int64_t j = 0; j < cols; j++) c[j] = c[j] < 0 ? (T)0 : c[j];                   \
+            else                                                                                    \
+                for (int64_t j = 0; j < cols; j++) c[j * ccs] = c[j * ccs] < 0 ? (T)0 : c[j * ccs]; \
+        }                                                                                           \
+    }
+GEMM_RELU_TILE(relu_tile_f32, float)
+GEMM_RELU_TILE(relu_tile_f64, double)
+#undef GEMM_RELU_TILE
+
+/* The epilogue of C's tile at row i, column j of the product (c: its first element): the addend,
+ * then relu. */
+static void epilogue_tile(const nb_gemm *g, int64_t i, int64_t j, char *c, int64_t crs, int64_t ccs, int64_t rows,
+                          int64_t cols) {
+    const char *a = g->add ? (const char *)g->add + (i * g->adrs + j * g->adcs) * (int64_t)nb_dtype_size(g->dt) : NULL;
+    if (a && g->dt == NB_F32) add_tile_f32(c, crs, ccs, a, g->adrs, g->adcs, rows, cols);
+    else if (a) add_tile_f64(c, crs, ccs, a, g->adrs, g->adcs, rows, cols);
+    if (g->relu && g->dt == NB_F32) relu_tile_f32(c, crs, ccs, rows, cols);
+    else if (g->relu) relu_tile_f64(c, crs, ccs, rows, cols);
 }
 
 /* C[i0:i1, j0:j1] on the calling thread, packing into ws.  When B's rows are
@@ -162,7 +181,7 @@ static void gemm_block(const gemm_plan *pl, int64_t i0, int64_t i1, int64_t j0, 
                 nb__gemm_pack_codes(g->cb, (float *)bpack, jc, nc, pc, kc, kk->nr);
             else if (nd < nc)
                 kk->pack_b(bpack + nd * kc * es, bsrc + nd * g->bcs * es, g->bcs, g->brs, nc - nd, kc);
-            bool epilogue = g->add && pc + kc == g->k;
+            bool epilogue = (g->add || g->relu) && pc + kc == g->k;
             for (int64_t ic = i0; ic < i1; ic += MC[s]) {
                 int64_t mc = min64(MC[s], i1 - ic);
                 if (g->ca)
@@ -175,7 +194,7 @@ static void gemm_block(const gemm_plan *pl, int64_t i0, int64_t i1, int64_t j0, 
                         int64_t rows = min64(kk->mr, mc - ir), cols = min64(kk->nr, nc - jr);
                         tile_at(kk, (size_t)es, kc, apack + ir * kc * es, jr < nd ? bsrc + jr * es : bpack + jr * kc * es,
                                 jr < nd ? g->brs : kk->nr, ct, pl->crs, pl->ccs, rows, cols, pc > 0);
-                        if (epilogue) add_tile(g, ic + ir, jc + jr, ct, pl->crs, pl->ccs, rows, cols);
+                        if (epilogue) epilogue_tile(g, ic + ir, jc + jr, ct, pl->crs, pl->ccs, rows, cols);
                     }
             }
         }
@@ -228,9 +247,9 @@ static void choose_grid(part_ctx *c, int threads) {
 void nb__gemm(const nb_gemm *g0, void *ws, int threads) {
     size_t es = nb_dtype_size(g0->dt);
     if (g0->m == 0 || g0->n == 0) return;
-    if (g0->k == 0) { /* zeros, plus the addend */
+    if (g0->k == 0) { /* zeros, plus the epilogue */
         for (int64_t i = 0; i < g0->m; i++) memset((char *)g0->c + i * g0->ldc * (int64_t)es, 0, (size_t)g0->n * es);
-        if (g0->add) add_tile(g0, 0, 0, g0->c, g0->ldc, 1, g0->m, g0->n);
+        epilogue_tile(g0, 0, 0, g0->c, g0->ldc, 1, g0->m, g0->n);
         return;
     }
     gemm_plan pl = plan_of(g0);

@@ -22,6 +22,8 @@ typedef struct nb_gemm_codes {
  * With add set, C(i, j) = round(AB(i, j)) + add[i*adrs + j*adcs]: each
  * tile gets the addend once its last k block is stored (the epilogue), so
  * C equals the product followed by an elementwise add bit for bit.
+ * With relu set, each C(i, j) then becomes (C(i, j) < 0 ? 0 : C(i, j)) in
+ * the same epilogue: the RELU op's rule (NaN and -0 pass), bit for bit.
  */
 typedef struct nb_gemm {
     nb_dtype dt;
@@ -35,6 +37,7 @@ typedef struct nb_gemm {
     const nb_gemm_codes *ca, *cb;
     const void *add;
     int64_t adrs, adcs;
+    bool relu;
 } nb_gemm;
 
 /** Pack rows r0 .. r0+len of a codes operand, columns p0 .. p0+kc, decoded, as the GEMM's
