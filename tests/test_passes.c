@@ -90,9 +90,11 @@ static void check_result(const nb_graph *g, const nb_graph *r, const int32_t *o)
         assert_true(o[j] < g->n);
         const nb_gnode *a = &g->nodes[o[j]];
         assert_int_equal(b->kind, a->kind);
-        /* a node stands for one of its own op, or (the one rule that changes the op) an add folded
-         * into addmm */
-        if (a->kind == NB_GNODE_OP && !(a->op == NB_OP_ADD && b->op == NB_OP_ADDMM)) assert_int_equal(b->op, a->op);
+        /* a node stands for one of its own op, or (the rules that change the op) an add folded into
+         * addmm, a relu folded into addmm (or into the reshape of one) */
+        bool changed = (a->op == NB_OP_ADD && b->op == NB_OP_ADDMM) ||
+                       (a->op == NB_OP_RELU && (b->op == NB_OP_ADDMM || b->op == NB_OP_RESHAPE));
+        if (a->kind == NB_GNODE_OP && !changed) assert_int_equal(b->op, a->op);
     }
     assert_int_equal(rnamed, named);
 }
@@ -458,6 +460,48 @@ static void matmul_plus_addend_becomes_addmm(void **state) {
     nb_graph_release(g);
 }
 
+/* relu of an addmm (made from matmul + bias in the same pass, or written as one), and of conv2d's
+ * reshaped addmm, into the addmm's epilogue where the relu is the only reader; kept when the
+ * product is read twice. */
+static void relu_folds_into_addmm(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("relu_addmm");
+    int64_t B = nb_dim("B");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(B, 5)));
+    nb_tensor *w = NBT(nb_graph_input(g, "w", NB_F32, NB_SHAPE(5, 3)));
+    nb_tensor *b = NBT(nb_graph_input(g, "b", NB_F32, NB_SHAPE(3)));
+    nb_tensor *xc = NBT(nb_graph_input(g, "xc", NB_F32, NB_SHAPE(B, 2, 5, 5)));
+    nb_tensor *wc = NBT(nb_graph_input(g, "wc", NB_F32, NB_SHAPE(3, 2, 3, 3)));
+    nb_conv2d_opts o = {{1, 1}, {1, 1}, {1, 1}, 1};
+    assert_int_equal(nb_graph_output(g, "addmm", nb_relu(nb_addmm(b, x, w))), NB_OK);
+    assert_int_equal(nb_graph_output(g, "bias_add", nb_relu(nb_add(nb_matmul(x, w), b))), NB_OK);
+    assert_int_equal(nb_graph_output(g, "conv", nb_relu(nb_conv2d(xc, wc, b, o))), NB_OK);
+    nb_tensor *p = NBT(nb_addmm(b, x, nb_mul(w, 2.0)));
+    assert_int_equal(nb_graph_output(g, "shared_relu", nb_relu(p)), NB_OK); /* p is read twice */
+    assert_int_equal(nb_graph_output(g, "shared_twice", nb_mul(p, 2.0)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_pass_stats st;
+    nb_graph *r = apply_pass(nb__graph_optimize, g, &st);
+    assert_int_equal(count_op(r, NB_OP_RELU), 1);
+    int fused = 0;
+    for (int i = 0; i < r->n; i++) fused += r->nodes[i].kind == NB_GNODE_OP && r->nodes[i].op == NB_OP_ADDMM &&
+                                              (r->nodes[i].attrs.sub & NB_SUB_RELU);
+    assert_int_equal(fused, 3);
+    nb_graph_release(r);
+    const char *names[5] = {"x", "w", "b", "xc", "wc"};
+    nb_tensor *args[10];
+    for (int s = 0; s < 2; s++) {
+        int64_t rows = s ? 37 : 2;
+        args[5 * s] = s ? NBT(nb_randn(NB_SHAPE(rows, 5), NB_F32)) : special(rows, 5, 1);
+        args[5 * s + 1] = NBT(nb_randn(NB_SHAPE(5, 3), NB_F32));
+        args[5 * s + 2] = NBT(nb_reshape(special(1, 3, s + 2), NB_SHAPE(3)));
+        args[5 * s + 3] = NBT(nb_randn(NB_SHAPE(rows, 2, 5, 5), NB_F32));
+        args[5 * s + 4] = NBT(nb_randn(NB_SHAPE(3, 2, 3, 3), NB_F32));
+    }
+    check_all(g, 2, 5, names, args);
+    nb_graph_release(g);
+}
+
 /* ---- CSE ---- */
 
 static void cse_merges_pure_duplicates_only(void **state) {
@@ -806,6 +850,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(simplification_rules_fire_and_keep_the_bits, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(rules_do_not_fire_where_inexact, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(matmul_plus_addend_becomes_addmm, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(relu_folds_into_addmm, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(cse_merges_pure_duplicates_only, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(folding_computes_small_constant_ops, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(failing_fold_is_left_to_the_run, nbt_setup, nbt_teardown),

@@ -2,8 +2,10 @@
  * pass_simplify.c — exact algebraic simplifications (the list and the
  * reasoning are in passes.h): identities of one-element constants (x*1,
  * x/1, x-(+0), x+(-0), x**1), neg of neg, no-op casts, views and where,
- * chains of reshapes or permutes collapsed into one, and a matmul's only
- * reader adding to it folded into addmm.  Each rule gives the
+ * chains of reshapes or permutes collapsed into one, a matmul's only
+ * reader adding to it folded into addmm, and an addmm's only reader
+ * applying relu (through one reshape: conv2d's) folded into the addmm's
+ * epilogue (NB_SUB_RELU).  Each rule gives the
  * same bits, dtype, shape and weak flag, and keeps the layout a reduction
  * downstream would see (see "Layout" in passes.h).
  */
@@ -175,17 +177,21 @@ static nb_status rewrite(nb_rw *rw, int32_t id, const nb_gnode *nd, nb_gnode *r,
     return st;
 }
 
+/* Whether value v of the new graph stands for a src node with exactly one reader. */
+static bool read_once(const nb_rw *rw, nb_gval v) {
+    int32_t from = v.node >= 0 ? rw->origin[v.node] : -1;
+    return from >= 0 && ((const simplify_ctx *)rw->ctx)->readers[from] == 1;
+}
+
 /* matmul(a, b) + c or c + matmul(a, b) as addmm(c, a, b) (the CPU backend adds c in the GEMM's
  * epilogue; either way round(a @ b) + c, the same bits as float addition commutes), when the add
  * reads the product's only use, c has the product's dtype and the sum the product's metadata
  * (c broadcasts to the product, not the product to c).  The matmul is left unread for dce. */
 static nb_status add_into_matmul(nb_rw *rw, int32_t id, const nb_gnode *nd, bool *done) {
-    const simplify_ctx *c = rw->ctx;
     for (int side = 0; side < 2 && !*done; side++) {
         nb_gval p = nd->in[side], addend = nd->in[1 - side];
         const nb_gnode *pn = p.node >= 0 ? op_node(rw, p, NB_OP_MATMUL) : NULL;
-        int32_t from = pn ? rw->origin[p.node] : -1;
-        if (from < 0 || c->readers[from] != 1 || addend.node < 0) continue;
+        if (!pn || !read_once(rw, p) || addend.node < 0) continue;
         const nb_meta *cm = &nb__rw_node(rw, addend)->out[addend.out];
         if (cm->dtype != pn->out[0].dtype || !nb__meta_equal(&pn->out[0], &nd->out[0])) continue;
         nb_gnode r = *pn;
@@ -196,6 +202,27 @@ static nb_status add_into_matmul(nb_rw *rw, int32_t id, const nb_gnode *nd, bool
         if (st != NB_OK) return st;
     }
     return NB_OK;
+}
+
+/* relu(addmm(c, a, b)) as addmm with NB_SUB_RELU (relu in the GEMM's epilogue; the same bits, as
+ * the op applies RELU's own expression to each sum), and relu(reshape(addmm)) — conv2d's
+ * composite — as reshape(addmm with NB_SUB_RELU), when the relu is the only reader of each.  The
+ * old addmm (and reshape) are left unread for dce. */
+static nb_status relu_into_addmm(nb_rw *rw, int32_t id, const nb_gnode *nd, bool *done) {
+    nb_gval v = nd->in[0];
+    const nb_gnode *view = op_node(rw, v, NB_OP_RESHAPE);
+    if (view && !read_once(rw, v)) return NB_OK;
+    nb_gval p = view ? view->in[0] : v;
+    const nb_gnode *pn = op_node(rw, p, NB_OP_ADDMM);
+    if (!pn || (pn->attrs.sub & NB_SUB_RELU) || !read_once(rw, p)) return NB_OK;
+    nb_gnode r = *pn;
+    r.attrs.sub |= NB_SUB_RELU;
+    if (!view) return rewrite(rw, id, nd, &r, false, ANY_LAYOUT, done);
+    int32_t fused = nb__rw_append(rw, &r, rw->origin[p.node]); /* stands for the addmm, relu'd */
+    if (fused < 0) return nb_last_status();
+    nb_gnode rv = *view;
+    rv.in[0] = (nb_gval){fused, 0};
+    return rewrite(rw, id, nd, &rv, false, ANY_LAYOUT, done);
 }
 
 /* The pass's visit: the first rule that applies to node id replaces it (or appends its rewritten
@@ -231,6 +258,7 @@ static nb_status simplify_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
         break;
     }
     case NB_OP_CAST: done = replace(rw, id, nd, a, SAME_LAYOUT); break; /* metadata equal: the same dtype */
+    case NB_OP_RELU: st = relu_into_addmm(rw, id, nd, &done); break;
     case NB_OP_DETACH: done = replace(rw, id, nd, a, ANY_LAYOUT); break;
     case NB_OP_EXPAND: done = replace(rw, id, nd, a, ANY_LAYOUT); break; /* the same shape: the same strides */
     case NB_OP_WHERE:
