@@ -44,9 +44,10 @@ RULE(max_unpool2d) {
  * Second derivatives agree with the composite's up to rounding only: this rule unfolds x again
  * for dw, so x's second-order terms arrive as two folds added (fold(a) + fold(b)) where the
  * composite, which reuses its forward's columns, folds their sum once.  With NB_SUB_RELU (relu
- * in the kernel's epilogue), g goes through relu's derivative first. */
+ * in the kernel's epilogue), g goes through relu's derivative first: inside the backward kernel,
+ * which masks each image's g by the result as it reads it, where that kernel also takes db (or
+ * none is wanted) and g has x's dtype; else as nb__relu_grad. */
 RULE(convolution) {
-    if ((n->attrs.sub & NB_SUB_RELU) && !(g = nb__relu_grad(n->out, g))) return nb_last_status();
     nb_tensor *x = X, *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     nb_window2d win = nb__window_from_attrs(&n->attrs);
     const int64_t *xs = x->shape, *ws = w->shape;
@@ -57,16 +58,21 @@ RULE(convolution) {
     if (!gg) return nb_last_status();
     bool rb = b && nb_requires_grad(b), kernel = (rx || rw) && !nb__interp_top() &&
                                                   !nb__should_record((nb_tensor *[]){x, w, g}, 3);
+    bool relu = (n->attrs.sub & NB_SUB_RELU) != 0, db_fits = nb__conv_db_in_kernel(ws[0], L);
+    bool mask = relu && kernel && g->dtype == x->dtype && (!rb || db_fits);
+    if (relu && !mask && (!(g = nb__relu_grad(n->out, g)) || !(gg = nb_reshape(g, NB_SHAPE(N, groups, og, L)))))
+        return nb_last_status();
     /* the bias gradient from the kernel, which sums each image's g while it reads it, where that
-     * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype) */
-    bool kernel_db = kernel && rb && g->dtype == x->dtype && nb_is_contiguous(g) && nb__conv_db_in_kernel(ws[0], L);
+     * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype; the mask's result
+     * is one) */
+    bool kernel_db = kernel && rb && g->dtype == x->dtype && (mask || nb_is_contiguous(g)) && db_fits;
     if (rb && !kernel_db) gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){groups, og, 1}, 3)), NB_SHAPE(ws[0]));
     if (!rx && !rw) return NB_OK;
     if (kernel) {
         nb_attrs a = n->attrs;
         nb_tensor *o[NB_MAX_OUTS] = {NULL}, *gc = nb_cast(g, x->dtype);
-        a.sub = (rx ? 1 : 0) | (rw ? 2 : 0) | (kernel_db ? 4 : 0);
-        if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc}, 3, &a, o) < 0)
+        a.sub = (rx ? 1 : 0) | (rw ? 2 : 0) | (kernel_db ? 4 : 0) | (mask ? NB_SUB_CONVB_RELU : 0);
+        if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc, n->out}, mask ? 4 : 3, &a, o) < 0)
             return nb_last_status();
         if (rx) gin[0] = nb__own(o[0]);
         if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), wg_shape, 3)), ws, 4);

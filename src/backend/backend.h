@@ -98,14 +98,15 @@ struct nb_backend {
      *  (UNFOLD) compute it.  NULL: the backend has none (conv2d then runs that composite). */
     nb_status (*conv2d)(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, const nb_tensor *b,
                         const nb_window2d *win, int64_t groups, bool relu);
-    /** conv2d's gradients from g [N, O, OH, OW] (contiguous, x's dtype), each NULL when not wanted:
+    /** conv2d's gradients from g [N, O, OH, OW] (contiguous, x's dtype; with y, the same shape and
+     *  dtype, not NULL: g where y is nonzero, else 0 — relu's derivative), each NULL when not wanted:
      *  dx [N, C, H, W] = fold of w[q]ᵀ g[n, q] per image and group, and dwi [N, groups, O/groups, K]
      *  = g[n, q] unfold(x)[n, q]ᵀ per image and group (the caller sums over N) — bit for bit as
      *  matmul and window (UNFOLD, FOLD) compute them; db [O] (asked for only where
      *  nb__conv_db_in_kernel(O, L)) = g summed over images and positions, bit for bit as `reduce`
      *  sums it over axes (0, 2, 3).  Required with conv2d. */
     nb_status (*conv2d_backward)(nb_tensor *dx, nb_tensor *dwi, nb_tensor *db, const nb_tensor *x, const nb_tensor *w,
-                                 const nb_tensor *g, const nb_window2d *win, int64_t groups);
+                                 const nb_tensor *g, const nb_tensor *y, const nb_window2d *win, int64_t groups);
     /** Low-precision codes (O10; src/ops/quant.c): contiguous tensors of `rows` rows, each row
      *  described by r (format, layout, logical K, the TENSOR or NVFP4 global scale; see lowp.h).
      *  quantize:   x f32 [rows, K] -> codes u8 [rows, K·bits/8] (packed), scales u8

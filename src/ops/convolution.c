@@ -14,7 +14,8 @@
  * attrs: i[0..7] the window (nb__window_to_attrs), i[8] the groups.
  * CONVOLUTION:          in {x [N, C, H, W], w [O, C/groups, KH, KW], bias [O] (optional)};
  *                       out {y [N, O, OH, OW]}, relu(y) with sub NB_SUB_RELU.
- * CONVOLUTION_BACKWARD: in {x, w, g [N, O, OH, OW]}; sub bit 0: out dx [N, C, H, W], bit 1:
+ * CONVOLUTION_BACKWARD: in {x, w, g [N, O, OH, OW], y [N, O, OH, OW] (with sub NB_SUB_CONVB_RELU:
+ *                       g is taken where y, the relu'd forward output, is nonzero)}; sub bit 0: out dx [N, C, H, W], bit 1:
  *                       out dwi [N, groups, O/groups, C/groups*KH*KW] (each image's weight
  *                       gradient, summed over N by the rule), bit 2: out db [O] (the bias
  *                       gradient; where nb__conv_db_in_kernel, backend.h), in that order.
@@ -51,6 +52,7 @@ static int infer_conv(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_met
     }
     NB_ASSERT(in[2]->ndim == 4 && in[2]->shape[0] == x->shape[0] && in[2]->shape[1] == w->shape[0] &&
               in[2]->shape[2] == oh && in[2]->shape[3] == ow && (a->sub & 7) &&
+              (n == 4) == ((a->sub & NB_SUB_CONVB_RELU) != 0) && (n < 4 || nb__same_shape(in[3], in[2])) &&
               (!(a->sub & 4) || nb__conv_db_in_kernel(w->shape[0], oh * ow)));
     int k = 0;
     if (a->sub & 1) m[k++] = (nb_meta){.dtype = x->dtype, .ndim = 4, .shape = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]}};
@@ -65,7 +67,7 @@ static nb_status exec_conv(nb_op op, nb_tensor *const *in, int n, const nb_attrs
                            nb_tensor **out) {
     const nb_backend *be = nb__backend_of(in[0]);
     nb_window2d win = nb__window_from_attrs(a);
-    nb_tensor *t[3] = {NULL}, *r[3];
+    nb_tensor *t[4] = {NULL}, *r[3];
     nb_status st = nb__exec_begin(in, n, m, nout, t, r);
     if (st == NB_OK && op == NB_OP_CONVOLUTION)
         st = be->conv2d(r[0], t[0], t[1], t[2], &win, a->i[8], (a->sub & NB_SUB_RELU) != 0);
@@ -73,7 +75,7 @@ static nb_status exec_conv(nb_op op, nb_tensor *const *in, int n, const nb_attrs
         nb_tensor *o[3] = {NULL}, **next = r;
         for (int bit = 0; bit < 3; bit++)
             if (a->sub & (1 << bit)) o[bit] = *next++;
-        st = be->conv2d_backward(o[0], o[1], o[2], t[0], t[1], t[2], &win, a->i[8]);
+        st = be->conv2d_backward(o[0], o[1], o[2], t[0], t[1], t[2], n > 3 ? t[3] : NULL, &win, a->i[8]);
     }
     return nb__exec_end(st, t, n, r, nout, out);
 }

@@ -252,6 +252,9 @@ nb_tensor *nb__dense(nb_tensor *x);
 /** nb_attrs.sub of ADDMM and CONVOLUTION: relu applied to the result (a layer's activation, in
  *  the kernel's epilogue where the backend has one), bit for bit the RELU op after the op. */
 #define NB_SUB_RELU 1
+/** nb_attrs.sub of CONVOLUTION_BACKWARD: its 4th input y (the relu'd forward output) masks g —
+ *  relu's derivative, g where y is nonzero (nb__relu_grad), taken as each image's g is read. */
+#define NB_SUB_CONVB_RELU 8
 /** relu(nb_addmm(c, a, b)) as one ADDMM with NB_SUB_RELU (operands as nb_addmm's; scoped result,
  *  NULL with the error).  The activation of nb__linear_relu and of the conv composite. */
 nb_tensor *nb__addmm_relu(nb_tensor *c, nb_tensor *a, nb_tensor *b);

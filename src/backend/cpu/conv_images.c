@@ -28,6 +28,7 @@
 
 typedef struct conv_ctx {
     const nb_tensor *x, *w, *b, *g; /* g: the output's gradient (backward) */
+    const nb_tensor *ymask;          /* backward: g is taken where this (relu's result) is nonzero */
     nb_tensor *y, *dx, *dwi, *db;   /* y (forward) or dx, dwi, db (backward; NULL when not wanted) */
     nb_window2d win;
     int64_t groups, C, H, W, O, K, L; /* K = C/groups*KH*KW per group, L = OH*OW */
@@ -39,6 +40,7 @@ typedef struct conv_ctx {
     nb_cpu_win unfold, fold;         /* f32: the prepared passes (table NULL when unused) */
     char *ws;                        /* per chunk: threads GEMM workspaces */
     double *bsum;                    /* db's partials [N, O]: image n's channel o summed over L */
+    char *gm;                        /* with ymask, per chunk: image n's masked g [O, L] */
     size_t ws_size;
     _Atomic int status;              /* the first error of any chunk */
 } conv_ctx;
@@ -98,23 +100,41 @@ static nb_status forward_image(const conv_ctx *c, int64_t n, nb_tensor *cols, ch
     return st;
 }
 
+/* out[i] = y[i] != 0 ? g[i] : 0 for i < n: WHERE with a float condition (NaN counts as nonzero). */
+#define CONV_MASK(NAME, T)                                                                                 \
+    NB_SIMD_CLONES static void NAME(char *out_, const char *g_, const char *y_, int64_t n) {              \
+        T *restrict out = (T *)out_;                                                                       \
+        const T *restrict g = (const T *)g_, *restrict y = (const T *)y_;                                  \
+        for (int64_t i = 0; i < n; i++) out[i] = y[i] != 0 ? g[i] : (T)0;                                  \
+    }
+CONV_MASK(mask_f32, float)
+CONV_MASK(mask_f64, double)
+#undef CONV_MASK
+
 /* dwi[n, q] = g[n, q] cols[q]ᵀ; dx[n] = fold of w[q]ᵀ g[n, q] (written straight into dx[n] when
  * pointwise, else into cols, then folded); db's partials of image n, read while its g is in cache
- * (the reduction's sum of one contiguous run, nb__cpu_reduce_contig). */
-static nb_status backward_image(const conv_ctx *c, int64_t n, nb_tensor *cols, char *ws) {
-    const char *cp = NULL;
+ * (the reduction's sum of one contiguous run, nb__cpu_reduce_contig).  With ymask, g[n] is first
+ * masked into gm (the chunk's buffer), so relu's derivative costs no pass of its own. */
+static nb_status backward_image(const conv_ctx *c, int64_t n, nb_tensor *cols, char *ws, char *gm) {
+    const char *cp = NULL, *gn = at(c->g, n * c->O * c->L, c->es);
+    if (c->ymask) {
+        const char *yn = at(c->ymask, n * c->O * c->L, c->es);
+        if (c->x->dtype == NB_F32) mask_f32(gm, gn, yn, c->O * c->L);
+        else mask_f64(gm, gn, yn, c->O * c->L);
+        gn = gm;
+    }
     for (int64_t o = 0; c->bsum && o < c->O; o++)
-        c->bsum[n * c->O + o] = nb__cpu_reduce_contig(NB_OP_SUM, c->x->dtype, c->L, at(c->g, (n * c->O + o) * c->L, c->es));
+        c->bsum[n * c->O + o] = nb__cpu_reduce_contig(NB_OP_SUM, c->x->dtype, c->L, gn + o * c->L * (int64_t)c->es);
     nb_status st = c->dwi ? columns(c, n, cols, &cp) : NB_OK;
     int64_t og = c->O / c->groups;
     for (int64_t q = 0; q < c->groups && c->dwi && st == NB_OK; q++)
-        product(c, og, c->K, c->L, at(c->g, (n * c->O + q * og) * c->L, c->es), c->L, 1,
+        product(c, og, c->K, c->L, gn + q * og * c->L * (int64_t)c->es, c->L, 1,
                 cp + q * c->K * c->L * (int64_t)c->es, 1, c->L, at(c->dwi, (n * c->groups + q) * og * c->K, c->es), c->K,
                 NULL, ws);
     if (!c->dx || st != NB_OK) return st;
     char *dcols = c->pointwise ? at(c->dx, n * c->C * c->L, c->es) : nb__ptr(cols);
     for (int64_t q = 0; q < c->groups; q++)
-        product(c, c->K, c->L, og, at(c->w, q * og * c->K, c->es), 1, c->K, at(c->g, (n * c->O + q * og) * c->L, c->es),
+        product(c, c->K, c->L, og, at(c->w, q * og * c->K, c->es), 1, c->K, gn + q * og * c->L * (int64_t)c->es,
                 c->L, 1, dcols + q * c->K * c->L * (int64_t)c->es, c->L, NULL, ws);
     return c->pointwise ? NB_OK : window(c, NB_OP_FOLD, n, cols);
 }
@@ -123,8 +143,9 @@ static nb_status backward_image(const conv_ctx *c, int64_t n, nb_tensor *cols, c
 static void images(void *p, int64_t lo, int64_t hi, int chunk) {
     conv_ctx *c = p;
     char *ws = c->ws + (size_t)chunk * (size_t)c->threads * c->ws_size;
+    char *gm = c->gm ? c->gm + (size_t)chunk * (size_t)(c->O * c->L) * c->es : NULL;
     for (int64_t n = lo; n < hi && atomic_load(&c->status) == NB_OK; n++) {
-        nb_status st = c->y ? forward_image(c, n, c->cols[chunk], ws) : backward_image(c, n, c->cols[chunk], ws);
+        nb_status st = c->y ? forward_image(c, n, c->cols[chunk], ws) : backward_image(c, n, c->cols[chunk], ws, gm);
         int ok = NB_OK;
         if (st != NB_OK) atomic_compare_exchange_strong(&c->status, &ok, (int)st);
     }
@@ -179,7 +200,9 @@ static nb_status run(conv_ctx *c) {
     c->ws = nb__buf_alloc(ws_bytes); /* recycled: no fresh pages per call */
     size_t bsum_bytes = c->db ? sizeof(double) * (size_t)(N * c->O) : 0;
     if (c->db) c->bsum = nb__buf_alloc(bsum_bytes);
-    nb_status st = c->ws && (c->bsum || !c->db) ? NB_OK : NB_ERR_OOM;
+    size_t gm_bytes = c->ymask ? (size_t)chunks * (size_t)(c->O * c->L) * c->es : 0;
+    if (c->ymask) c->gm = nb__buf_alloc(gm_bytes);
+    nb_status st = c->ws && (c->bsum || !c->db) && (c->gm || !c->ymask) ? NB_OK : NB_ERR_OOM;
     for (int k = 0; k < chunks && st == NB_OK && !c->pointwise; k++)
         if (!(cols[k] = nb__tensor_new((int64_t[]){1, c->C * KH * KW, c->L}, 3, x->dtype, x->storage->device)))
             st = NB_ERR_OOM;
@@ -191,6 +214,7 @@ static nb_status run(conv_ctx *c) {
     if (st == NB_OK) st = (nb_status)atomic_load(&c->status);
     if (st == NB_OK && c->db) bias_sums(c, N);
     if (c->bsum) nb__buf_free(c->bsum, bsum_bytes);
+    if (c->gm) nb__buf_free(c->gm, gm_bytes);
     nb__cpu_win_release(&c->unfold);
     nb__cpu_win_release(&c->fold);
     for (int k = 0; k < chunks; k++) nb_release(cols[k]);
@@ -205,7 +229,7 @@ nb_status nb__cpu_conv2d(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, c
 }
 
 nb_status nb__cpu_conv2d_backward(nb_tensor *dx, nb_tensor *dwi, nb_tensor *db, const nb_tensor *x, const nb_tensor *w,
-                                  const nb_tensor *g, const nb_window2d *win, int64_t groups) {
-    conv_ctx c = {.x = x, .w = w, .g = g, .dx = dx, .dwi = dwi, .db = db, .win = *win, .groups = groups};
+                                  const nb_tensor *g, const nb_tensor *y, const nb_window2d *win, int64_t groups) {
+    conv_ctx c = {.x = x, .w = w, .g = g, .ymask = y, .dx = dx, .dwi = dwi, .db = db, .win = *win, .groups = groups};
     return run(&c);
 }

@@ -46,6 +46,7 @@ nb_status nb__cpu_conv2d(nb_tensor *y, const nb_tensor *x, const nb_tensor *w, c
 
 /** backend.h `conv2d_backward`, image by image as nb__cpu_conv2d. */
 nb_status nb__cpu_conv2d_backward(nb_tensor *dx, nb_tensor *dwi, nb_tensor *db, const nb_tensor *x,
-                                  const nb_tensor *w, const nb_tensor *g, const nb_window2d *win, int64_t groups);
+                                  const nb_tensor *w, const nb_tensor *g, const nb_tensor *y, const nb_window2d *win,
+                                  int64_t groups);
 
 #endif
