@@ -1138,9 +1138,9 @@ nb_tensor *nb_detach(nb_tensor *t);
  * never shared with the seed or another leaf's grad.  With create_graph the
  * pass is itself recorded, so gradients can be differentiated again (A5);
  * the grads then reference the graph, which references the leaves:
- * nb_zero_grad breaks that cycle.  Errors: NB_ERR_STATE when root is not
- * tracked; NB_ERR_SHAPE for a bad seed; NB_ERR_DEVICE for a seed on another
- * device.
+ * nb_zero_grad breaks that cycle.  A seed of another dtype is cast to root's
+ * (as torch does).  Errors: NB_ERR_STATE when root is not tracked;
+ * NB_ERR_SHAPE for a bad seed; NB_ERR_DEVICE for a seed on another device.
  */
 nb_status nb_backward(nb_tensor *root, nb_tensor *seed, bool create_graph);
 /** A hook of nb_register_post_accumulate_grad_hook: ctx as registered, the leaf whose grad is final. */

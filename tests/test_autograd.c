@@ -103,6 +103,19 @@ static void backward_scalar_and_seed(void **state) {
     for (int i = 0; i < 4; i++) assert_true(nbt_at(g, i) == 2 * X[i] * nbt_at(s, i));
     nb_zero_grad(x);
 
+    /* a seed of another dtype is cast to root's first (torch too): through a matmul, whose rule
+     * needs one dtype, the same bits as the cast seed */
+    nb_tensor *w = NBT(nb_randn(NB_SHAPE(4, 3), NB_F32)), *v = NBT(nb_cast(NBT(nb_detach(x)), NB_F32)), *gv[2];
+    assert_int_equal(nb_set_requires_grad(v, true), NB_OK);
+    nb_tensor *s64 = NBT(nb_randn(NB_SHAPE(1, 3), NB_F64));
+    for (int k = 0; k < 2; k++) {
+        nb_tensor *mm = NBT(nb_matmul(NBT(nb_reshape(v, NB_SHAPE(1, 4))), w));
+        assert_int_equal(nb_backward(mm, k ? s64 : NBT(nb_cast(s64, NB_F32)), false), NB_OK);
+        gv[k] = NBT(nb_grad(v));
+        nb_zero_grad(v);
+    }
+    nbt_assert_same_bits(gv[1], gv[0], "f64 seed on an f32 root");
+
     assert_int_equal(nb_backward(z, NULL, false), NB_ERR_SHAPE); /* non-scalar needs a seed */
     assert_error(NB_ERR_SHAPE, "backward");
     assert_int_equal(nb_backward(z, NBT(nb_ones(NB_SHAPE(2, 2), NB_F64)), false), NB_ERR_SHAPE);

@@ -121,7 +121,8 @@ static nb_status engine(nb_tensor *root, nb_tensor *seed, nb_tensor *const *inpu
                                  NB_SHAPE_STR(seed), NB_SHAPE_STR(root));
         if (!nb__same_device(seed->storage->device, root->storage->device))
             return nb__error_set(NB_ERR_DEVICE, "%s: seed and root are on different devices", op);
-        g0 = nb_retain(seed);
+        /* a seed of another dtype is cast to root's, as every gradient is to its value's (torch too) */
+        if (!(g0 = nb__grad_conform(nb_retain(seed), root))) return nb_last_status();
     } else {
         if (nb__numel(root) != 1)
             return nb__error_set(NB_ERR_SHAPE, "%s: root of shape %s is not a scalar; pass a seed", op,
