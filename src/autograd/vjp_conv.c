@@ -54,14 +54,13 @@ RULE(convolution) {
     int64_t groups = n->attrs.i[8], N = xs[0], og = ws[0] / groups, K = ws[1] * ws[2] * ws[3];
     int64_t L = nb_shape(g)[2] * nb_shape(g)[3], wg_shape[3] = {groups, og, K};
     bool rx = nb_requires_grad(x), rw = nb_requires_grad(w);
-    nb_tensor *gg = nb_reshape(g, NB_SHAPE(N, groups, og, L));
-    if (!gg) return nb_last_status();
     bool rb = b && nb_requires_grad(b), kernel = (rx || rw) && !nb__interp_top() &&
                                                   !nb__should_record((nb_tensor *[]){x, w, g}, 3);
     bool relu = (n->attrs.sub & NB_SUB_RELU) != 0, db_fits = nb__conv_db_in_kernel(ws[0], L);
     bool mask = relu && kernel && g->dtype == x->dtype && (!rb || db_fits);
-    if (relu && !mask && (!(g = nb__relu_grad(n->out, g)) || !(gg = nb_reshape(g, NB_SHAPE(N, groups, og, L)))))
-        return nb_last_status();
+    if (relu && !mask && !(g = nb__relu_grad(n->out, g))) return nb_last_status();
+    nb_tensor *gg = nb_reshape(g, NB_SHAPE(N, groups, og, L));
+    if (!gg) return nb_last_status();
     /* the bias gradient from the kernel, which sums each image's g while it reads it, where that
      * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype; the mask's result
      * is one) */

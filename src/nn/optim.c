@@ -176,7 +176,7 @@ typedef struct step_job {
  * p -= lr / (1 - β1ᵗ) · m / (√v / √(1 - β2ᵗ) + eps).  In the parameter's dtype T (SQRT its square
  * root), as torch.optim computes it: a float square root and division cost a quarter of double's,
  * and with the moving averages in double too the conversions made the MLP's update 2-3x slower
- * (0.07-0.11 against 0.23 ms a step: bench/RESULTS.md §24). */
+ * (0.08 against 0.23 ms a step: bench/RESULTS.md §24). */
 #define NB_ADAM_LOOP(T, SQRT)                                                                                \
     NB_SIMD_CLONES static void adam_##T(const step_coefs *k, int64_t lo, int64_t hi, T *restrict p,          \
                                         const T *restrict g, T *restrict m, T *restrict v) {                \

@@ -415,8 +415,7 @@ static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const
     cols = nb_reshape(cols, NB_SHAPE(xs[0], g, kdim, out[0] * out[1]));
     nb_tensor *wg = nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim));
     /* [N, g, O/g, L]; the bias, one per output row, added (then relu) as the product's tiles are stored */
-    nb_tensor *bg = b ? nb_reshape(b, NB_SHAPE(g, ws[0] / g, 1)) : NULL;
-    nb_tensor *y = !b ? nb_matmul(wg, cols) : relu ? nb__addmm_relu(bg, wg, cols) : nb_addmm(bg, wg, cols);
+    nb_tensor *y = b ? nb__addmm_act(nb_reshape(b, NB_SHAPE(g, ws[0] / g, 1)), wg, cols, relu) : nb_matmul(wg, cols);
     if (relu && !b) y = nb_relu(y);
     return nb_reshape(y, NB_SHAPE(xs[0], ws[0], out[0], out[1]));
 }

@@ -130,18 +130,15 @@ nb_tensor *nb_matmul(nb_tensor *a, nb_tensor *b) {
     NB_COMPOSITE_RETURN(r);
 }
 
-/* ADDMM with sub (0 or NB_SUB_RELU). */
-static nb_tensor *addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b, int sub) {
+nb_tensor *nb__addmm_act(nb_tensor *c, nb_tensor *a, nb_tensor *b, bool relu) {
     NB_CHECK_ARG("addmm", c);
     NB_CHECK_ARG("addmm", a);
     NB_CHECK_ARG("addmm", b);
-    nb_attrs at = {.sub = sub};
+    nb_attrs at = {.sub = relu ? NB_SUB_RELU : 0};
     return nb__own(nb__apply(NB_OP_ADDMM, (nb_tensor *[]){a, b, c}, 3, &at));
 }
 
-nb_tensor *nb_addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return addmm(c, a, b, 0); }
-
-nb_tensor *nb__addmm_relu(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return addmm(c, a, b, NB_SUB_RELU); }
+nb_tensor *nb_addmm(nb_tensor *c, nb_tensor *a, nb_tensor *b) { return nb__addmm_act(c, a, b, false); }
 
 /* nb_linear, then relu where asked (nb__linear_relu). */
 static nb_tensor *linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias, bool relu) {
@@ -161,7 +158,7 @@ static nb_tensor *linear(nb_tensor *x, nb_tensor *w, nb_tensor *bias, bool relu)
     /* the bias added as the product is stored; a 1-D x (matmul's vector promotion) or a bias of
      * another dtype (promoted, as nb_add does) by a separate add */
     bool fused = bias && x->ndim >= 2 && bias->dtype == x->dtype;
-    nb_tensor *y = !fused ? nb_matmul(x, nb_t(w)) : relu ? nb__addmm_relu(bias, x, nb_t(w)) : nb_addmm(bias, x, nb_t(w));
+    nb_tensor *y = fused ? nb__addmm_act(bias, x, nb_t(w), relu) : nb_matmul(x, nb_t(w));
     if (bias && !fused) y = nb_add(y, bias);
     if (relu && !fused) y = nb_relu(y);
     NB_COMPOSITE_RETURN(y);

@@ -255,9 +255,10 @@ nb_tensor *nb__dense(nb_tensor *x);
 /** nb_attrs.sub of CONVOLUTION_BACKWARD: its 4th input y (the relu'd forward output) masks g —
  *  relu's derivative, g where y is nonzero (nb__relu_grad), taken as each image's g is read. */
 #define NB_SUB_CONVB_RELU 8
-/** relu(nb_addmm(c, a, b)) as one ADDMM with NB_SUB_RELU (operands as nb_addmm's; scoped result,
- *  NULL with the error).  The activation of nb__linear_relu and of the conv composite. */
-nb_tensor *nb__addmm_relu(nb_tensor *c, nb_tensor *a, nb_tensor *b);
+/** nb_addmm(c, a, b), and with relu its relu as the one ADDMM with NB_SUB_RELU (operands as
+ *  nb_addmm's; scoped result, NULL with the error).  The product of linear and of the conv
+ *  composite, relu'd for nb__linear_relu and nb__conv2d_relu. */
+nb_tensor *nb__addmm_act(nb_tensor *c, nb_tensor *a, nb_tensor *b, bool relu);
 /** relu(nb_linear(x, w, bias)), bit for bit, with relu in the product's epilogue where linear adds
  *  its bias there (errors as nb_linear's).  What a Sequential runs for Linear then ReLU. */
 nb_tensor *nb__linear_relu(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
