@@ -1351,10 +1351,11 @@ typedef struct nb_conv2d_opts {
  * x [N, C, H, W], weight [O, C/groups, KH, KW], bias [O] or NULL →
  * [N, O, OH, OW] with
  *   out[n,o,i,j] = bias[o] + Σ_{c,p,q} x[n, g C/groups + c, i sh - ph + p dh, j sw - pw + q dw] weight[o,c,p,q],
- * g = o / (O/groups), x read as 0 outside its bounds.  Computed as unfold
- * (im2col) then a batched matmul per group, so it is differentiable to any
- * order; eagerly on the CPU (f32, f64) image by image without the unfolded
- * [N, C*KH*KW, OH*OW] tensor, with the same bits.  x, weight, bias share one float dtype.  Errors: NB_ERR_SHAPE
+ * g = o / (O/groups), x read as 0 outside its bounds.  On the CPU in f32
+ * and f64 (eager, or traced with every size concrete but N) image by image
+ * without the unfolded [N, C*KH*KW, OH*OW] tensor, its gradients too;
+ * elsewhere as unfold (im2col) then a batched matmul per group — the same
+ * bits either way, differentiable to any order.  x, weight, bias share one float dtype.  Errors: NB_ERR_SHAPE
  * (ranks, channels not matching weight × groups, O not divisible by groups,
  * bias not [O], empty output), NB_ERR_ARG (stride, dilation or groups < 1,
  * padding < 0), NB_ERR_DTYPE.
@@ -2115,10 +2116,11 @@ nb_graph *nb_func_jacrev(nb_graph *f, int n, const char *const *wrt);
  * — never copied per example.  batch is a size >= 0 or a symbolic dim (nb_dim).  The batch
  * axis is carried through each op by its batching rule (elementwise ops broadcast against it,
  * reductions, scans, views, matmul, gather, scatter, cat and pad shift their axes, the window
- * ops fold it into N): every op of the table runs once for the whole batch, except the
- * low-precision ops (quantize, dequantize, scaled_matmul: their scales span whole tensors), which
- * run once per example with the results stacked, as torch.vmap's fallback for ops without a
- * rule (a symbolic batch reaching them is NB_ERR_SHAPE when the Func is built).  Random ops draw
+ * ops and convolution kernels fold it into N): every op of the table runs once for the whole
+ * batch, except the low-precision ops (quantize, dequantize, scaled_matmul: their scales span
+ * whole tensors) and the convolution kernels with a batched weight, which run once per example
+ * with the results stacked, as torch.vmap's fallback for ops without a rule (a symbolic batch
+ * reaching them is NB_ERR_SHAPE when the Func is built).  Random ops draw
  * independently for each example, as running f once per example would (torch.func.vmap's
  * randomness="different"; JAX would share an unbatched key's draw).  An output that does not
  * depend on a batched input is broadcast to the batch (as JAX does).  Running it with batched

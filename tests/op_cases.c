@@ -280,6 +280,20 @@ static nb_tensor *f_conv2d_groups(nb_tensor *const *x) {
 GC(f_convolution, nb_square(nb_conv2d(x[0], x[1], x[2], ((nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))))
 GC(f_convolution_1x1, nb_square(nb_conv2d(x[0], x[1], NULL, ((nb_conv2d_opts){{1, 1}, {0, 0}, {1, 1}, 2}))))
 GC(f_conv1d, nb_conv1d(x[0], x[1], x[2], 1, 1, 2, 1))
+/* convolution_backward appears in a recorded (or traced) backward pass: the gradient of
+ * sum(g · conv2d(x, w)) with respect to x (its input gradient, linear in w and g) or to w (its
+ * weight gradient, linear in x and g), times that leaf (so that every leaf has a gradient), itself
+ * differentiated */
+static nb_tensor *conv_grad(nb_tensor *const *x, int wrt, nb_conv2d_opts o) {
+    nb_tensor *l = NBT(nb_sum(nb_mul(nb_conv2d(x[0], x[1], NULL, o), x[2]), NULL, 0, false)), *g = NULL;
+    nb_tensor *leaf[1] = {x[wrt]};
+    nb_status st = nb__is_symbolic(x[0]) ? nb_graph_grad(l, 1, leaf, &g) : nb_autograd_grad(l, NULL, leaf, 1, true, &g);
+    return st == NB_OK ? nb_mul(g, x[wrt]) : NULL;
+}
+GC(f_conv_backward_dx, conv_grad(x, 0, (nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))
+GC(f_conv_backward_dw, conv_grad(x, 1, (nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))
+GC(f_conv_backward_dx_groups, conv_grad(x, 0, (nb_conv2d_opts){{2, 1}, {0, 0}, {1, 2}, 2}))
+GC(f_conv_backward_dw_groups, conv_grad(x, 1, (nb_conv2d_opts){{2, 1}, {0, 0}, {1, 2}, 2}))
 GC(f_avg_pool, nb_avg_pool2d(x[0], ((nb_window2d){{2, 2}, {2, 2}, {1, 1}, {1, 1}}), false))
 GC(f_avg_pool_incl, nb_avg_pool2d(x[0], ((nb_window2d){{3, 2}, {1, 2}, {1, 0}, {1, 1}}), true))
 
@@ -480,6 +494,10 @@ const gc_case CASES[] = {
     {"convolution", "eager kernel: 3 images, padding 1, bias", f_convolution, 3, {IN(4, D_ANY, 3, 2, 4, 3), IN(4, D_ANY, 2, 2, 3, 3), IN(1, D_ANY, 2)}, true, 0},
     {"convolution", "eager kernel: 1x1, 2 groups", f_convolution_1x1, 2, {IN(4, D_ANY, 2, 4, 2, 3), IN(4, D_ANY, 4, 2, 1, 1)}, true, 0},
     {"conv2d", "groups, dilation", f_conv2d_groups, 2, {IN(4, D_ANY, 1, 4, 4, 5), IN(4, D_ANY, 2, 2, 2, 2)}, false, 0},
+    {"convolution_backward", "dx, padding 1", f_conv_backward_dx, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(4, D_ANY, 2, 3, 5, 4)}, true, 0},
+    {"convolution_backward", "dwi, padding 1", f_conv_backward_dw, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(4, D_ANY, 2, 3, 5, 4)}, true, 0},
+    {"convolution_backward", "dx, 2 groups, stride, dilation", f_conv_backward_dx_groups, 3, {IN(4, D_ANY, 2, 4, 5, 4), IN(4, D_ANY, 4, 2, 2, 2), IN(4, D_ANY, 2, 4, 2, 2)}, false, 0},
+    {"convolution_backward", "dwi, 2 groups, stride, dilation", f_conv_backward_dw_groups, 3, {IN(4, D_ANY, 2, 4, 5, 4), IN(4, D_ANY, 4, 2, 2, 2), IN(4, D_ANY, 2, 4, 2, 2)}, false, 0},
     {"conv1d", "dilation, bias", f_conv1d, 3, {IN(3, D_ANY, 2, 2, 7), IN(3, D_ANY, 3, 2, 3), IN(1, D_ANY, 3)}, true, 0},
     {"avg_pool2d", "padding excluded", f_avg_pool, 1, {IN(4, D_ANY, 1, 2, 4, 5)}, false, 0},
     {"avg_pool2d", "padding included", f_avg_pool_incl, 1, {IN(4, D_ANY, 1, 1, 4, 4)}, false, 0},

@@ -3,9 +3,11 @@
  * fold / max_pool2d / max_unpool2d / avg_pool2d against direct-loop
  * definitions computed here in double, CPU against the reference backend,
  * gradients (and a second derivative) against central finite differences
- * in f64, thread-count determinism, and bad input.
+ * in f64, thread-count determinism, traced graphs that run the kernels,
+ * and bad input.
  */
 #include "support.h"
+#include "graph/graph.h"
 
 #include <math.h>
 #include <string.h>
@@ -578,6 +580,107 @@ static void eager_kernel_is_the_composite_bitwise(void **state) {
     nb_set_num_threads(saved);
 }
 
+/* ---- traced ---- */
+
+static int count_op(const nb_graph *g, nb_op op) {
+    int n = 0;
+    for (int i = 0; i < g->n; i++) n += g->nodes[i].kind == NB_GNODE_OP && g->nodes[i].op == op;
+    return n;
+}
+
+/* The gradient Func of L = sum(r · relu(conv2d(x, w, b))) for x [B, C, H, W] with a symbolic
+ * batch B: outputs y and dL/dx, dL/dw, dL/db (db only with a bias). */
+static nb_graph *traced_step(const geom *g, nb_dtype d, nb_tensor *w, nb_tensor *b) {
+    int64_t B = nb_dim("B");
+    int64_t oh = out_len(g->h, g->kh, g->stride[0], g->pad[0], g->dil[0]);
+    int64_t ow = out_len(g->w, g->kw, g->stride[1], g->pad[1], g->dil[1]);
+    nb_graph *f = nb_graph_begin("conv_step");
+    nb_tensor *x = NBT(nb_graph_input(f, "x", d, NB_SHAPE(B, g->c, g->h, g->w)));
+    nb_tensor *r = NBT(nb_graph_input(f, "r", d, NB_SHAPE(B, g->o, oh, ow)));
+    nb_tensor *wt = NBT(nb_graph_input(f, "w", d, nb_shape(w), 4)), *bt = b ? NBT(nb_graph_input(f, "b", d, NB_SHAPE(g->o))) : NULL;
+    nb_tensor *y = NBT(nb_relu(nb_conv2d(x, wt, bt, opts_of(g))));
+    nb_tensor *loss = NBT(nb_sum(nb_mul(y, r), NULL, 0, false)), *grads[3];
+    assert_int_equal(nb_graph_grad(loss, b ? 3 : 2, (nb_tensor *[]){x, wt, bt}, grads), NB_OK);
+    assert_int_equal(nb_graph_output(f, "y", y), NB_OK);
+    for (int i = 0; i < (b ? 3 : 2); i++) assert_int_equal(nb_graph_output(f, (const char *[]){"dx", "dw", "db"}[i], grads[i]), NB_OK);
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    return f;
+}
+
+/* A traced conv2d with a symbolic batch holds the image-by-image kernels (CONVOLUTION forward, one
+ * CONVOLUTION_BACKWARD each for dx and dw) and no columns: its compiled values and gradients are
+ * the eager ones bit for bit, at two batch sizes; vmapped over examples (x and r batched, w and b
+ * shared) each example's gradients are the Func's on that example, bit for bit; with the weight
+ * batched too the kernels run once per example. */
+static void traced_conv_runs_the_kernels(void **state) {
+    (void)state;
+    nb_manual_seed(9);
+    for (size_t k = 0; k < sizeof GEOMS / sizeof *GEOMS; k++)
+        for (int dt = 0; dt < 2; dt++) {
+            const geom *g = &GEOMS[k];
+            nb_dtype d = dt ? NB_F64 : NB_F32;
+            nb_scope_begin();
+            nb_tensor *w = NBT(nb_cast(randn64(NB_SHAPE(g->o, g->c / g->groups, g->kh, g->kw)), d));
+            nb_tensor *b = g->bias ? NBT(nb_cast(randn64(NB_SHAPE(g->o)), d)) : NULL;
+            nb_graph *f = traced_step(g, d, w, b);
+            assert_int_equal(count_op(f, NB_OP_CONVOLUTION), 1);
+            assert_int_equal(count_op(f, NB_OP_CONVOLUTION_BACKWARD), 2);
+            assert_int_equal(count_op(f, NB_OP_UNFOLD) + count_op(f, NB_OP_FOLD), 0);
+            int nout = b ? 4 : 3;
+            const char *names[4] = {"x", "r", "w", "b"};
+            for (int n = g->n; n <= g->n + 2; n += 2) {
+                nb_tensor *x = NBT(nb_cast(randn64(NB_SHAPE(n, g->c, g->h, g->w)), d)), *res[4], *p[3] = {NULL};
+                nb_tensor *probe = NBT(nb_conv2d(x, w, b, opts_of(g)));
+                nb_tensor *r = NBT(nb_cast(randn64(nb_shape(probe), 4), d));
+                assert_int_equal(nb_func_call(f, b ? 4 : 3, names, (nb_tensor *[]){x, r, w, b}, nout, res), NB_OK);
+                nb_tensor *leaf[3] = {x, w, b};
+                for (int i = 0; i < 3; i++)
+                    if (leaf[i]) {
+                        p[i] = NBT(nb_clone(leaf[i]));
+                        assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
+                    }
+                nb_tensor *y = NBT(nb_relu(nb_conv2d(p[0], p[1], p[2], opts_of(g))));
+                assert_int_equal(nb_backward(y, r, false), NB_OK);
+                nbt_assert_same_bits(res[0], y, "traced y");
+                for (int i = 0; i < nout - 1; i++) nbt_assert_same_bits(res[1 + i], NBT(nb_grad(p[i])), "traced gradient");
+                if (n > g->n) break;
+                /* per-example gradients: the examples of x and r batched at axis 0 */
+                nb_tensor *xs = NBT(nb_reshape(x, NB_SHAPE(n, 1, g->c, g->h, g->w)));
+                nb_tensor *rs = NBT(nb_reshape(r, NB_SHAPE(n, 1, g->o, nb_shape(r)[2], nb_shape(r)[3])));
+                nb_graph *v = nb_func_vmap(f, 2, names, (int[]){0, 0}, n, NULL);
+                assert_non_null(v);
+                assert_int_equal(nb_func_call(v, b ? 4 : 3, names, (nb_tensor *[]){xs, rs, w, b}, nout, res), NB_OK);
+                for (int e = 0; e < n; e++) {
+                    nb_tensor *one[4];
+                    nb_tensor *xe = NBT(nb_select(xs, 0, e)), *re = NBT(nb_select(rs, 0, e));
+                    assert_int_equal(nb_func_call(f, b ? 4 : 3, names, (nb_tensor *[]){xe, re, w, b}, nout, one), NB_OK);
+                    for (int i = 0; i < nout; i++) nbt_assert_same_bits(NBT(nb_select(res[i], 0, e)), one[i], "vmap");
+                }
+                nb_graph_release(v);
+                /* the weight batched as well: once per example */
+                nb_tensor *ws = NBT(nb_stack((nb_tensor *[]){w, NBT(nb_neg(w))}, 2, 0));
+                v = nb_func_vmap(f, 3, names, (int[]){0, 0, 0}, 2, NULL);
+                assert_non_null(v);
+                if (n >= 2) {
+                    nb_tensor *x2 = NBT(nb_slice(xs, 0, 0, 2, 1)), *r2 = NBT(nb_slice(rs, 0, 0, 2, 1));
+                    assert_int_equal(nb_func_call(v, b ? 4 : 3, names, (nb_tensor *[]){x2, r2, ws, b}, nout, res), NB_OK);
+                    for (int e = 0; e < 2; e++) {
+                        nb_tensor *one[4];
+                        nb_tensor *args[4] = {NBT(nb_select(x2, 0, e)), NBT(nb_select(r2, 0, e)), NBT(nb_select(ws, 0, e)), b};
+                        assert_int_equal(nb_func_call(f, b ? 4 : 3, names, args, nout, one), NB_OK);
+                        for (int i = 0; i < nout; i++) nbt_assert_same_bits(NBT(nb_select(res[i], 0, e)), one[i], "vmap of w");
+                    }
+                }
+                nb_graph_release(v);
+                /* a symbolic batch cannot run once per example */
+                assert_null(nb_func_vmap(f, 3, names, (int[]){0, 0, 0}, nb_dim("E"), NULL));
+                nbt_expect_error(NB_ERR_SHAPE, "once per example");
+            }
+            nb_graph_release(f);
+            nb_scope_end();
+        }
+}
+
 static void expect_error(nb_tensor *r, nb_status want, const char *needle) {
     assert_null(r);
     assert_int_equal(nb_last_status(), want);
@@ -654,6 +757,7 @@ int main(void) {
         cmocka_unit_test(conv2d_second_derivative),
         cmocka_unit_test(bitwise_equal_across_thread_counts),
         cmocka_unit_test(eager_kernel_is_the_composite_bitwise),
+        cmocka_unit_test(traced_conv_runs_the_kernels),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

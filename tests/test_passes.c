@@ -91,9 +91,10 @@ static void check_result(const nb_graph *g, const nb_graph *r, const int32_t *o)
         const nb_gnode *a = &g->nodes[o[j]];
         assert_int_equal(b->kind, a->kind);
         /* a node stands for one of its own op, or (the rules that change the op) an add folded into
-         * addmm, a relu folded into addmm (or into the reshape of one) */
+         * addmm, a relu folded into addmm or convolution (or into the reshape of one) */
         bool changed = (a->op == NB_OP_ADD && b->op == NB_OP_ADDMM) ||
-                       (a->op == NB_OP_RELU && (b->op == NB_OP_ADDMM || b->op == NB_OP_RESHAPE));
+                       (a->op == NB_OP_RELU &&
+                        (b->op == NB_OP_ADDMM || b->op == NB_OP_CONVOLUTION || b->op == NB_OP_RESHAPE));
         if (a->kind == NB_GNODE_OP && !changed) assert_int_equal(b->op, a->op);
     }
     assert_int_equal(rnamed, named);
@@ -460,9 +461,10 @@ static void matmul_plus_addend_becomes_addmm(void **state) {
     nb_graph_release(g);
 }
 
-/* relu of an addmm (made from matmul + bias in the same pass, or written as one), and of conv2d's
- * reshaped addmm, into the addmm's epilogue where the relu is the only reader; kept when the
- * product is read twice. */
+/* relu of an addmm (made from matmul + bias in the same pass, or written as one), of conv2d's
+ * composite (a reshaped addmm), of the CONVOLUTION op conv2d traces as and of conv1d's (a reshaped
+ * CONVOLUTION), into the op's epilogue where the relu is the only reader; kept when the product is
+ * read twice. */
 static void relu_folds_into_addmm(void **state) {
     (void)state;
     nb_graph *g = nb_graph_begin("relu_addmm");
@@ -476,6 +478,11 @@ static void relu_folds_into_addmm(void **state) {
     assert_int_equal(nb_graph_output(g, "addmm", nb_relu(nb_addmm(b, x, w))), NB_OK);
     assert_int_equal(nb_graph_output(g, "bias_add", nb_relu(nb_add(nb_matmul(x, w), b))), NB_OK);
     assert_int_equal(nb_graph_output(g, "conv", nb_relu(nb_conv2d(xc, wc, b, o))), NB_OK);
+    nb_tensor *cols = NBT(nb_unfold(xc, (nb_window2d){{3, 3}, {1, 1}, {1, 1}, {1, 1}}));
+    nb_tensor *y = NBT(nb_addmm(nb_reshape(b, NB_SHAPE(3, 1)), nb_reshape(wc, NB_SHAPE(3, 18)), cols));
+    assert_int_equal(nb_graph_output(g, "composite", nb_relu(nb_reshape(y, NB_SHAPE(B, 3, 5, 5)))), NB_OK);
+    nb_tensor *x1 = NBT(nb_reshape(xc, NB_SHAPE(B, 2, 25))), *w1 = NBT(nb_select(wc, 2, 1));
+    assert_int_equal(nb_graph_output(g, "conv1d", nb_relu(nb_conv1d(x1, w1, b, 1, 1, 1, 1))), NB_OK);
     nb_tensor *p = NBT(nb_addmm(b, x, nb_mul(w, 2.0)));
     assert_int_equal(nb_graph_output(g, "shared_relu", nb_relu(p)), NB_OK); /* p is read twice */
     assert_int_equal(nb_graph_output(g, "shared_twice", nb_mul(p, 2.0)), NB_OK);
@@ -483,10 +490,12 @@ static void relu_folds_into_addmm(void **state) {
     nb_pass_stats st;
     nb_graph *r = apply_pass(nb__graph_optimize, g, &st);
     assert_int_equal(count_op(r, NB_OP_RELU), 1);
-    int fused = 0;
-    for (int i = 0; i < r->n; i++) fused += r->nodes[i].kind == NB_GNODE_OP && r->nodes[i].op == NB_OP_ADDMM &&
-                                              (r->nodes[i].attrs.sub & NB_SUB_RELU);
-    assert_int_equal(fused, 3);
+    int fused[2] = {0, 0};
+    for (int i = 0; i < r->n; i++)
+        if (r->nodes[i].kind == NB_GNODE_OP && (r->nodes[i].attrs.sub & NB_SUB_RELU))
+            fused[r->nodes[i].op == NB_OP_CONVOLUTION] += r->nodes[i].op == NB_OP_ADDMM || r->nodes[i].op == NB_OP_CONVOLUTION;
+    assert_int_equal(fused[0], 3); /* addmm, bias_add, composite */
+    assert_int_equal(fused[1], 2); /* conv, conv1d */
     nb_graph_release(r);
     const char *names[5] = {"x", "w", "b", "xc", "wc"};
     nb_tensor *args[10];

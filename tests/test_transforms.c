@@ -394,8 +394,6 @@ static const struct {
     {"as_strided", "refused while tracing (it addresses a storage, which a symbolic tensor lacks)"},
     {"attention_backward", "run only by an eager backward pass without create_graph; traced, attention's rule is "
                            "written with public ops"},
-    {"convolution_backward", "run only by an eager backward pass without create_graph; conv2d traces (and vmaps) "
-                             "as its composite"},
 };
 
 static bool has_case(const char *op) {

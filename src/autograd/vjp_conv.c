@@ -2,8 +2,9 @@
  * vjp_conv.c — derivative rules of the sliding-window primitives, each the
  * adjoint primitive: unfold ↔ fold, max_pool2d → max_unpool2d at the
  * recorded argmax positions, max_unpool2d → gather at those positions.
- * conv2d, conv1d and avg_pool2d are composites of these and matmul; the
- * eager conv2d kernel (CONVOLUTION) gets that composite's adjoints.
+ * conv1d and avg_pool2d are composites of these and matmul, and so is
+ * conv2d where its operands do not fit the image-by-image kernels; the
+ * kernels (CONVOLUTION, CONVOLUTION_BACKWARD) get that composite's adjoints.
  */
 #include "vjp.h"
 #include "../backend/backend.h"
@@ -35,60 +36,147 @@ RULE(max_unpool2d) {
     return NB_OK;
 }
 
-/* CONVOLUTION, y[n, q] = w[q] cols[n, q] + b[q] with cols = unfold(x) as [N, groups, K, L]:
- * dw[q] = sum_n g[n, q] cols[n, q]^T, dx = fold(w[q]^T g[n, q]), db = the sum of g over n and
- * the positions.  In an eager backward pass that records nothing, dx and the per-image dw come
- * from the CONVOLUTION_BACKWARD kernel; elsewhere (create_graph) from unfold, matmul and fold,
- * so they differentiate again.  The sums are the gradient conformance's (nb__sum_to), so both
- * ways give the gradients of conv.c's composite bit for bit, whose tape makes the same ops.
- * Second derivatives agree with the composite's up to rounding only: this rule unfolds x again
- * for dw, so x's second-order terms arrive as two folds added (fold(a) + fold(b)) where the
- * composite, which reuses its forward's columns, folds their sum once.  With NB_SUB_RELU (relu
- * in the kernel's epilogue), g goes through relu's derivative first: inside the backward kernel,
+/* ---- CONVOLUTION and CONVOLUTION_BACKWARD ----
+ * y[n, q] = w[q] cols[n, q] + b[q] for image n and group q, with cols = unfold(x) as
+ * [N, groups, K, L]: dw[q] = sum_n g[n, q] cols[n, q]^T, dx = fold(w[q]^T g[n, q]), db = the sum
+ * of g over n and the positions.  The sums are the gradient conformance's (nb__sum_to), so every
+ * way below gives the gradients of conv.c's composite bit for bit, whose tape makes the same ops. */
+
+/* x's columns as [N, groups, K, L] (x itself, reshaped, for a pointwise window). */
+static nb_tensor *columns(nb_tensor *x, const nb_window2d *win, int64_t groups, int64_t K, int64_t L) {
+    nb_tensor *cols = nb__window_pointwise(win) ? x : nb_unfold(x, *win);
+    return nb_reshape(cols, NB_SHAPE(x->shape[0], groups, K, L));
+}
+
+/* Columns dcols [N, groups, K, L] folded back into an image shaped like x. */
+static nb_tensor *fold_like(nb_tensor *dcols, const nb_tensor *x, const nb_window2d *win, int64_t groups, int64_t K,
+                            int64_t L) {
+    const int64_t *xs = x->shape;
+    return nb__window_pointwise(win) ? nb_reshape(dcols, xs, 4)
+                                     : nb_fold(nb_reshape(dcols, NB_SHAPE(xs[0], groups * K, L)), xs[2], xs[3], *win);
+}
+
+/* The geometry a rule of node n reads: window, groups, and for w [O, C/groups, KH, KW] and g
+ * [N, O, OH, OW] the sizes O/groups, K = C/groups*KH*KW and L = OH*OW. */
+typedef struct conv_geom {
+    nb_window2d win;
+    int64_t groups, og, K, L;
+} conv_geom;
+
+static conv_geom geom(const nb_node *n, const nb_tensor *w, const nb_tensor *g) {
+    const int64_t *ws = w->shape;
+    conv_geom c = {nb__window_from_attrs(&n->attrs), n->attrs.i[8], 0, ws[1] * ws[2] * ws[3], g->shape[2] * g->shape[3]};
+    c.og = ws[0] / c.groups;
+    return c;
+}
+
+/* g [N, O, OH, OW] as [N, groups, O/groups, L]. */
+static nb_tensor *grouped(nb_tensor *g, const conv_geom *c) {
+    return nb_reshape(g, NB_SHAPE(g->shape[0], c->groups, c->og, c->L));
+}
+
+/* One output of CONVOLUTION_BACKWARD (sub bit 1: dx, bit 2: dwi) for x, w and g (cast to x's
+ * dtype), as its own node: scoped, NULL with the error. */
+static nb_tensor *conv_backward(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, int bit) {
+    nb_attrs a = n->attrs;
+    a.sub = bit;
+    nb_tensor *gc = nb_cast(g, x->dtype);
+    return gc ? nb__own(nb__apply(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc}, 3, &a)) : NULL;
+}
+
+/* The weight gradient [O, C/groups, KH, KW] of a convolution of x by w that received g: the
+ * per-image gradients summed over N.  `fits`: from CONVOLUTION_BACKWARD (nb__convolution_fits),
+ * else from unfold and matmul. */
+static nb_tensor *weight_grad(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, bool fits) {
+    conv_geom c = geom(n, w, g);
+    nb_tensor *dwi = fits ? conv_backward(n, x, w, g, 2)
+                          : nb_matmul(grouped(g, &c), nb_transpose(columns(x, &c.win, c.groups, c.K, c.L), -1, -2));
+    return dwi ? nb_reshape(nb__own(nb__sum_to(dwi, (int64_t[]){c.groups, c.og, c.K}, 3)), w->shape, 4) : NULL;
+}
+
+/* The input gradient (shaped like x) of a convolution of x by w that received g: from
+ * CONVOLUTION_BACKWARD where it fits, else fold(w[q]^T g[n, q]). */
+static nb_tensor *input_grad(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, bool fits) {
+    if (fits) return conv_backward(n, x, w, g, 1);
+    conv_geom c = geom(n, w, g);
+    nb_tensor *wt = nb_transpose(nb_reshape(w, NB_SHAPE(c.groups, c.og, c.K)), -1, -2);
+    return fold_like(nb_matmul(wt, grouped(g, &c)), x, &c.win, c.groups, c.K, c.L);
+}
+
+/* CONVOLUTION.  In an eager backward pass that records nothing, dx and the per-image dw come from
+ * one CONVOLUTION_BACKWARD with several outputs; elsewhere (graphs, transforms, create_graph) from
+ * one CONVOLUTION_BACKWARD node per gradient, each differentiable again (its rule below), or from
+ * unfold, matmul and fold where the operands do not fit the kernels.  With NB_SUB_RELU (relu in
+ * the kernel's epilogue), g goes through relu's derivative first: inside the backward kernel,
  * which masks each image's g by the result as it reads it, where that kernel also takes db (or
  * none is wanted) and g has x's dtype; else as nb__relu_grad. */
 RULE(convolution) {
     nb_tensor *x = X, *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
-    nb_window2d win = nb__window_from_attrs(&n->attrs);
-    const int64_t *xs = x->shape, *ws = w->shape;
-    int64_t groups = n->attrs.i[8], N = xs[0], og = ws[0] / groups, K = ws[1] * ws[2] * ws[3];
-    int64_t L = nb_shape(g)[2] * nb_shape(g)[3], wg_shape[3] = {groups, og, K};
-    bool rx = nb_requires_grad(x), rw = nb_requires_grad(w);
-    bool rb = b && nb_requires_grad(b), kernel = (rx || rw) && !nb__interp_top() &&
+    const int64_t *ws = w->shape;
+    bool rx = nb_requires_grad(x), rw = nb_requires_grad(w), fits = nb__convolution_fits(x, w, b);
+    bool rb = b && nb_requires_grad(b), kernel = (rx || rw) && fits && !nb__interp_top() &&
                                                   !nb__should_record((nb_tensor *[]){x, w, g}, 3);
-    bool relu = (n->attrs.sub & NB_SUB_RELU) != 0, db_fits = nb__conv_db_in_kernel(ws[0], L);
+    conv_geom c = geom(n, w, g);
+    bool relu = (n->attrs.sub & NB_SUB_RELU) != 0, db_fits = nb__conv_db_in_kernel(ws[0], c.L);
     bool mask = relu && kernel && g->dtype == x->dtype && (!rb || db_fits);
     if (relu && !mask && !(g = nb__relu_grad(n->out, g))) return nb_last_status();
-    nb_tensor *gg = nb_reshape(g, NB_SHAPE(N, groups, og, L));
-    if (!gg) return nb_last_status();
     /* the bias gradient from the kernel, which sums each image's g while it reads it, where that
      * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype; the mask's result
      * is one) */
     bool kernel_db = kernel && rb && g->dtype == x->dtype && (mask || nb_is_contiguous(g)) && db_fits;
-    if (rb && !kernel_db) gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){groups, og, 1}, 3)), NB_SHAPE(ws[0]));
-    if (!rx && !rw) return NB_OK;
-    if (kernel) {
-        nb_attrs a = n->attrs;
-        nb_tensor *o[NB_MAX_OUTS] = {NULL}, *gc = nb_cast(g, x->dtype);
-        a.sub = (rx ? 1 : 0) | (rw ? 2 : 0) | (kernel_db ? 4 : 0) | (mask ? NB_SUB_CONVB_RELU : 0);
-        if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc, n->out}, mask ? 4 : 3, &a, o) < 0)
-            return nb_last_status();
-        if (rx) gin[0] = nb__own(o[0]);
-        if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), wg_shape, 3)), ws, 4);
-        if (kernel_db) gin[2] = nb__own(o[rx + rw]);
+    if (rb && !kernel_db) {
+        nb_tensor *gg = grouped(g, &c);
+        if (!gg) return nb_last_status();
+        gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){c.groups, c.og, 1}, 3)), NB_SHAPE(ws[0]));
+    }
+    if (!kernel) {
+        if (rw) gin[1] = weight_grad(n, x, w, g, fits);
+        if (rx) gin[0] = input_grad(n, x, w, g, fits);
         return NB_OK;
     }
-    bool pointwise = nb__window_pointwise(&win);
-    if (rw) {
-        nb_tensor *cols = pointwise ? x : nb_unfold(x, win);
-        cols = nb_reshape(cols, NB_SHAPE(N, groups, K, L));
-        nb_tensor *dw = nb_matmul(gg, nb_transpose(cols, -1, -2));
-        gin[1] = dw ? nb_reshape(nb__own(nb__sum_to(dw, wg_shape, 3)), ws, 4) : NULL;
+    nb_attrs a = n->attrs;
+    nb_tensor *o[NB_MAX_OUTS] = {NULL}, *gc = nb_cast(g, x->dtype);
+    a.sub = (rx ? 1 : 0) | (rw ? 2 : 0) | (kernel_db ? 4 : 0) | (mask ? NB_SUB_CONVB_RELU : 0);
+    if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc, n->out}, mask ? 4 : 3, &a, o) < 0)
+        return nb_last_status();
+    if (rx) gin[0] = nb__own(o[0]);
+    if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), (int64_t[]){c.groups, c.og, c.K}, 3)), ws, 4);
+    if (kernel_db) gin[2] = nb__own(o[rx + rw]);
+    return NB_OK;
+}
+
+/* CONVOLUTION_BACKWARD with one output (the form graphs and the recording tape hold), linear in
+ * each of its operands.  dx = fold(w[q]^T g[n, q]) takes u [N, C, H, W]: to g the convolution
+ * of u by w, to w the weight gradient of u's convolution that received g; x gives only its
+ * shape.  dwi[n, q] = g[n, q] cols[n, q]^T takes v [N, groups, O/groups, K]: to x fold(v[n, q]^T
+ * g[n, q]) (the input gradient under per-image weights v), to g v[n, q] cols[n, q]; w gives only
+ * its shape.  Second derivatives of conv2d therefore agree with its composite's up to rounding:
+ * the composite reuses its forward's columns where this unfolds x again, and adds x's
+ * second-order terms in another order. */
+RULE(convolution_backward) {
+    nb_tensor *x = X, *w = n->in[1], *gr = n->in[2];
+    int sub = n->attrs.sub;
+    if (n->n_in != 3 || (sub != 1 && sub != 2))
+        return nb__error(NB_ERR_UNSUPPORTED, "convolution_backward: no derivative of the form with outputs %d (only "
+                         "one output, dx or dwi, is differentiable)", sub);
+    bool fits = nb__convolution_fits(x, w, NULL);
+    if (sub == 1) {
+        if (nb_requires_grad(gr)) {
+            nb_window2d win = nb__window_from_attrs(&n->attrs);
+            nb_conv2d_opts o = {{win.stride[0], win.stride[1]}, {win.padding[0], win.padding[1]},
+                                {win.dilation[0], win.dilation[1]}, n->attrs.i[8]};
+            gin[2] = nb_conv2d(nb_cast(g, x->dtype), w, NULL, o);
+        }
+        if (nb_requires_grad(w)) gin[1] = weight_grad(n, g, w, gr, fits);
+        return NB_OK;
     }
-    if (rx) {
-        nb_tensor *dcols = nb_matmul(nb_transpose(nb_reshape(w, wg_shape, 3), -1, -2), gg);
-        gin[0] = pointwise ? nb_reshape(dcols, xs, 4)
-                           : nb_fold(nb_reshape(dcols, NB_SHAPE(N, groups * K, L)), xs[2], xs[3], win);
+    conv_geom c = geom(n, w, gr);
+    nb_tensor *gg = grouped(gr, &c);
+    if (!gg) return nb_last_status();
+    if (nb_requires_grad(x)) gin[0] = fold_like(nb_matmul(nb_transpose(g, -1, -2), gg), x, &c.win, c.groups, c.K, c.L);
+    if (nb_requires_grad(gr)) {
+        nb_tensor *dg = nb_matmul(g, columns(x, &c.win, c.groups, c.K, c.L));
+        gin[2] = dg ? nb_reshape(dg, nb_shape(gr), 4) : NULL;
     }
     return NB_OK;
 }

@@ -204,16 +204,18 @@ static nb_status add_into_matmul(nb_rw *rw, int32_t id, const nb_gnode *nd, bool
     return NB_OK;
 }
 
-/* relu(addmm(c, a, b)) as addmm with NB_SUB_RELU (relu in the GEMM's epilogue; the same bits, as
- * the op applies RELU's own expression to each sum), and relu(reshape(addmm)) — conv2d's
- * composite — as reshape(addmm with NB_SUB_RELU), when the relu is the only reader of each.  The
- * old addmm (and reshape) are left unread for dce. */
-static nb_status relu_into_addmm(nb_rw *rw, int32_t id, const nb_gnode *nd, bool *done) {
+/* relu(addmm(c, a, b)) or relu(convolution(x, w, b)) as that op with NB_SUB_RELU (relu in the
+ * GEMM's epilogue; the same bits, as the op applies RELU's own expression to each sum), and
+ * relu(reshape(addmm)) — conv2d's composite — or relu(reshape(convolution)) — conv1d's — as
+ * reshape(the op with NB_SUB_RELU), when the relu is the only reader of each.  The old op (and
+ * reshape) are left unread for dce. */
+static nb_status relu_into_epilogue(nb_rw *rw, int32_t id, const nb_gnode *nd, bool *done) {
     nb_gval v = nd->in[0];
     const nb_gnode *view = op_node(rw, v, NB_OP_RESHAPE);
     if (view && !read_once(rw, v)) return NB_OK;
     nb_gval p = view ? view->in[0] : v;
     const nb_gnode *pn = op_node(rw, p, NB_OP_ADDMM);
+    if (!pn) pn = op_node(rw, p, NB_OP_CONVOLUTION);
     if (!pn || (pn->attrs.sub & NB_SUB_RELU) || !read_once(rw, p)) return NB_OK;
     nb_gnode r = *pn;
     r.attrs.sub |= NB_SUB_RELU;
@@ -258,7 +260,7 @@ static nb_status simplify_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
         break;
     }
     case NB_OP_CAST: done = replace(rw, id, nd, a, SAME_LAYOUT); break; /* metadata equal: the same dtype */
-    case NB_OP_RELU: st = relu_into_addmm(rw, id, nd, &done); break;
+    case NB_OP_RELU: st = relu_into_epilogue(rw, id, nd, &done); break;
     case NB_OP_DETACH: done = replace(rw, id, nd, a, ANY_LAYOUT); break;
     case NB_OP_EXPAND: done = replace(rw, id, nd, a, ANY_LAYOUT); break; /* the same shape: the same strides */
     case NB_OP_WHERE:

@@ -410,7 +410,7 @@ static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const
                        {o->dilation[0], o->dilation[1]}};
     int64_t out[2];
     if (!window_out("conv2d", xs + 2, &win, out)) return NULL;
-    if (nb__convolution_eager(x, w, b)) return nb__convolution(x, w, b, &win, g, relu); /* the same bits, image by image */
+    if (nb__convolution_fits(x, w, b)) return nb__convolution(x, w, b, &win, g, relu); /* the same bits, image by image */
     nb_tensor *cols = nb__window_pointwise(&win) ? nb_reshape(x, NB_SHAPE(xs[0], xs[1], xs[2] * xs[3])) : nb_unfold(x, win);
     cols = nb_reshape(cols, NB_SHAPE(xs[0], g, kdim, out[0] * out[1]));
     nb_tensor *wg = nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim));

@@ -1,15 +1,18 @@
 /*
  * convolution.c — the CONV kind: conv2d image by image on a backend that has
- * the kernels (backend.h conv2d, conv2d_backward), so that eager training
- * makes no [N, C*KH*KW, L] columns tensor.  CONVOLUTION is conv2d's forward;
- * CONVOLUTION_BACKWARD its input gradient and per-image weight gradients,
- * what the CONVOLUTION rule runs in an eager backward pass that records
- * nothing (as PyTorch's convolution and convolution_backward).  Both compute
- * what conv.c's composite of unfold, matmul and fold computes, bit for bit
- * (values and first-order gradients; see the rule in vjp_conv.c for second
- * derivatives, which agree up to rounding).
- * They are eager only: nb_conv2d traces, and runs under transforms, as that
- * composite, so no graph holds them.
+ * the kernels (backend.h conv2d, conv2d_backward), so that training makes no
+ * [N, C*KH*KW, L] columns tensor.  CONVOLUTION is conv2d's forward;
+ * CONVOLUTION_BACKWARD its input gradient and per-image weight gradients (as
+ * PyTorch's convolution and convolution_backward).  Both compute what conv.c's
+ * composite of unfold, matmul and fold computes, bit for bit (values and
+ * first-order gradients; see the rules in vjp_conv.c for second derivatives,
+ * which agree up to rounding).
+ * Both trace: the batch N may be a symbolic dim, every other size is
+ * concrete (nb_conv2d runs its composite otherwise).  In a graph, or where
+ * the tape records, CONVOLUTION_BACKWARD has one output (dx or dwi), so that
+ * every gradient node has the derivative rule of its one result; an eager
+ * backward pass that records nothing asks for several at once, with the
+ * bias gradient and relu's mask (vjp_conv.c).
  *
  * attrs: i[0..7] the window (nb__window_to_attrs), i[8] the groups.
  * CONVOLUTION:          in {x [N, C, H, W], w [O, C/groups, KH, KW], bias [O] (optional)};
@@ -23,15 +26,19 @@
 #include "../backend/backend.h"
 #include "conv.h"
 
+/* Whether every size of t but its first is concrete (its first may be the symbolic batch). */
+static bool sizes_concrete(const nb_tensor *t) { return !nb__dims_any_sym(t->shape + 1, t->ndim - 1); }
+
 static int infer_conv(nb_op op, nb_tensor *const *in, int n, nb_attrs *a, nb_meta *m) {
     const char *name = nb__ops[op].name;
     nb_tensor *x = in[0], *w = in[1];
     nb_window2d win = nb__window_from_attrs(a);
     int64_t groups = a->i[8];
     for (int i = 0; i < n; i++)
-        if (nb__is_symbolic(in[i]) || in[i]->dtype != x->dtype) {
-            nb__error(NB_ERR_ARG, "%s: concrete operands of one dtype only (an eager kernel; conv2d traces its composite)",
-                      name);
+        if (in[i]->dtype != x->dtype || !sizes_concrete(in[i]) || (i == 1 && nb__dim_sym(w->shape[0])) ||
+            (op == NB_OP_CONVOLUTION && i == 2 && nb__dim_sym(in[i]->shape[0]))) {
+            nb__error(NB_ERR_ARG, "%s: operands of one dtype whose sizes are concrete but the batch (input %d is %s "
+                      "%s; conv2d runs its composite otherwise)", name, i, nb_dtype_name(in[i]->dtype), NB_SHAPE_STR(in[i]));
             return -1;
         }
     if (!nb__backend_common(name, in, n)) return -1;
@@ -82,11 +89,11 @@ static nb_status exec_conv(nb_op op, nb_tensor *const *in, int n, const nb_attrs
 
 const nb_kind_impl nb__kind_conv = {infer_conv, exec_conv};
 
-bool nb__convolution_eager(nb_tensor *x, nb_tensor *w, nb_tensor *b) {
-    if (nb__interp_top() || nb__is_symbolic(x) || nb__is_symbolic(w) || (b && nb__is_symbolic(b))) return false;
+bool nb__convolution_fits(const nb_tensor *x, const nb_tensor *w, const nb_tensor *b) {
     const nb_backend *be = nb__backend_of(x);
     return be->conv2d && (x->dtype == NB_F32 || x->dtype == NB_F64) && nb__backend_of(w) == be &&
-           (!b || nb__backend_of(b) == be);
+           (!b || nb__backend_of(b) == be) && sizes_concrete(x) && sizes_concrete(w) && !nb__dim_sym(w->shape[0]) &&
+           (!b || !nb__dim_sym(b->shape[0]));
 }
 
 nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups,

@@ -265,9 +265,9 @@ nb_tensor *nb__linear_relu(nb_tensor *x, nb_tensor *w, nb_tensor *bias);
 /** relu(nb_conv2d(x, w, bias, opts)), bit for bit, relu in the GEMMs' epilogue (errors as
  *  nb_conv2d's).  What a Sequential runs for Conv2d then ReLU. */
 nb_tensor *nb__conv2d_relu(nb_tensor *x, nb_tensor *w, nb_tensor *bias, nb_conv2d_opts opts);
-/** Whether nb_conv2d runs x [N, C, H, W] * w (+ b) as the CONVOLUTION kernel (convolution.c): eager
- *  (no interpreter, no symbolic operand), f32 or f64, one backend that has the kernel. */
-bool nb__convolution_eager(nb_tensor *x, nb_tensor *w, nb_tensor *b);
+/** Whether nb_conv2d runs x [N, C, H, W] * w (+ b) as the CONVOLUTION op (convolution.c), eager or
+ *  traced: f32 or f64, one backend that has the kernels, every size concrete but x's batch N. */
+bool nb__convolution_fits(const nb_tensor *x, const nb_tensor *w, const nb_tensor *b);
 /** The CONVOLUTION op on operands nb_conv2d has checked, relu after where asked (scoped result;
  *  NULL with the error). */
 nb_tensor *nb__convolution(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_window2d *win, int64_t groups,

@@ -88,12 +88,15 @@ static nb_tensor *batched_matmul(nb_tensor *a, int ba, nb_tensor *b, int bb) {
     return y;
 }
 
-/* The window ops (unfold, fold, max_pool2d, max_unpool2d) and attention: the batch folded into
- * their leading dim N. */
-static nb_status fold_into_n(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B, nb_tensor **out) {
+/* The window ops (unfold, fold, max_pool2d, max_unpool2d), attention and the convolution kernels:
+ * the batch folded into the leading dim N of their operands and results, but for the unbatched
+ * operands in the mask `shared` (a convolution's weight and bias), passed as they are. */
+static nb_status fold_into_n(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B, unsigned shared,
+                             nb_tensor **out) {
     nb_tensor *x[8];
     for (int k = 0; k < nd->n_in; k++)
-        if (!(x[k] = nb_flatten(batched_front(in[k], bin[k], B), 0, 1))) return nb_last_status();
+        if (!(x[k] = in[k] && (shared >> k & 1) ? in[k] : nb_flatten(batched_front(in[k], bin[k], B), 0, 1)))
+            return nb_last_status();
     nb_status st = nb__replay_apply(nd, x, out);
     for (int j = 0; st == NB_OK && j < nd->n_out; j++) {
         int64_t shape[NB_MAX_DIMS];
@@ -104,9 +107,9 @@ static nb_status fold_into_n(const nb_gnode *nd, nb_tensor *const *in, const int
     return st;
 }
 
-/* An op without a batching rule (the QUANT ops: their scales cover whole tensors or rows): run
- * once per example and the results stacked, as torch.vmap's fallback for such ops.  B must be
- * concrete. */
+/* An op without a batching rule (the QUANT ops: their scales cover whole tensors or rows; a
+ * convolution kernel with batched weights): run once per example and the results stacked, as
+ * torch.vmap's fallback for such ops.  B must be concrete. */
 static nb_status per_example(const nb_gnode *nd, nb_tensor *const *in, const int *bin, int64_t B, nb_tensor **out) {
     if (nb__dim_sym(B) || B > INT_MAX)
         return nb__error(NB_ERR_SHAPE, "vmap: %s runs once per example (it has no batching rule), which needs a "
@@ -217,7 +220,15 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         return (x[0] = front(in[0], bin[0])) ? nb__replay_apply(nd, x, out) : nb_last_status();
     case NB_KIND_WINDOW:
     case NB_KIND_ATTENTION: /* [N, ...] operands: the batch folds into N */
-        return fold_into_n(nd, in, bin, B, out);
+        return fold_into_n(nd, in, bin, B, 0, out);
+    case NB_KIND_CONV: { /* images, gradients and results fold into N where the weight (and
+                          * CONVOLUTION's bias) is shared and no result sums over the images (the
+                          * bias gradient of CONVOLUTION_BACKWARD); else once per example */
+        unsigned shared = nd->op == NB_OP_CONVOLUTION ? 6u : 2u;
+        bool fold = nd->op == NB_OP_CONVOLUTION || !(a.sub & 4);
+        for (int k = 0; k < nd->n_in; k++) fold &= !(shared >> k & 1) || !in[k] || bin[k] < 0;
+        return fold ? fold_into_n(nd, in, bin, B, shared, out) : per_example(nd, in, bin, B, out);
+    }
     case NB_KIND_QUANT:
         return per_example(nd, in, bin, B, out);
     case NB_KIND_VIEW:
@@ -249,6 +260,6 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
         return apply_with(nd, &a, x, out);
     }
     default:
-        NB_ASSERT(0); /* COMPOSITE ops are never graph nodes (their parts are), nor is the eager-only CONV kind */
+        NB_ASSERT(0); /* COMPOSITE ops are never graph nodes (their parts are) */
     }
 }
