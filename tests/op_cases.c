@@ -276,7 +276,7 @@ static nb_tensor *f_conv2d_groups(nb_tensor *const *x) {
     nb_conv2d_opts o = {{1, 1}, {0, 1}, {1, 2}, 2};
     return nb_square(nb_conv2d(x[0], x[1], NULL, o));
 }
-/* conv2d runs eagerly as the CONVOLUTION kernel (a batch of images, padding 1; 1x1 with groups) */
+/* conv2d runs as the CONVOLUTION kernel, eager and traced (a batch of images, padding 1; 1x1 with groups) */
 GC(f_convolution, nb_square(nb_conv2d(x[0], x[1], x[2], ((nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))))
 GC(f_convolution_1x1, nb_square(nb_conv2d(x[0], x[1], NULL, ((nb_conv2d_opts){{1, 1}, {0, 0}, {1, 1}, 2}))))
 GC(f_conv1d, nb_conv1d(x[0], x[1], x[2], 1, 1, 2, 1))

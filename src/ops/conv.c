@@ -2,8 +2,9 @@
  * conv.c — convolution and pooling (O8): the sliding-window primitives that
  * run on the backend's `window` kernel (unfold, fold, max_pool2d,
  * max_unpool2d) and the composites built on them (conv2d as unfold + a
- * batched matmul per group, conv1d, avg_pool2d).  Every public function
- * takes batched [N, C, H, W] or unbatched [C, H, W] images.
+ * batched matmul per group, or as the image-by-image CONVOLUTION op where
+ * the operands fit it (convolution.c), conv1d, avg_pool2d).  Every public
+ * function takes batched [N, C, H, W] or unbatched [C, H, W] images.
  */
 #include "../backend/backend.h"
 #include "conv.h"
