@@ -139,7 +139,9 @@ typedef void *(*nb_alloc_fn)(void *ud, void *ptr, size_t osize, size_t nsize);
  *    remove the function (jansson's own functions are restored with the
  *    default).
  * Not from fn: the string nb_to_string returns (malloc'd: the caller frees it
- * with free()), thread stacks, and the memory maps of safetensors files (mmap).
+ * with free()), thread stacks, the memory maps of safetensors files (mmap),
+ * and the process-wide table of symbolic dims (nb_dim; malloc'd, kept for
+ * the process's life).
  */
 nb_status nb_set_allocator(nb_alloc_fn fn, void *ud);
 /** The current allocation function (the default one if none was set) and, when ud is not NULL, its ud in *ud. */

@@ -681,6 +681,57 @@ static void traced_conv_runs_the_kernels(void **state) {
         }
 }
 
+/* Symbolic channels (the composite: the kernels take concrete ones): x [B, C, 5, 4] by w [3, C, 2, 2]
+ * traced once, its values and gradients the eager ones bit for bit at C = 2 and 3; and a vmap over
+ * zero examples with the weight batched (the kernels' once-per-example path) gives empty results. */
+static void traced_conv_symbolic_channels(void **state) {
+    (void)state;
+    nb_scope_begin();
+    nb_manual_seed(10);
+    int64_t B = nb_dim("B"), C = nb_dim("C");
+    nb_conv2d_opts o = {{1, 2}, {1, 0}, {1, 1}, 1};
+    nb_graph *f = nb_graph_begin("symbolic_c");
+    nb_tensor *x = NBT(nb_graph_input(f, "x", NB_F64, NB_SHAPE(B, C, 5, 4)));
+    nb_tensor *w = NBT(nb_graph_input(f, "w", NB_F64, NB_SHAPE(3, C, 2, 2)));
+    nb_tensor *y = NBT(nb_conv2d(x, w, NULL, o)), *g[2];
+    assert_int_equal(nb_graph_grad(NBT(nb_sum(nb_square(y), NULL, 0, false)), 2, (nb_tensor *[]){x, w}, g), NB_OK);
+    assert_int_equal(nb_graph_output(f, "y", y), NB_OK);
+    assert_int_equal(nb_graph_output(f, "dx", g[0]), NB_OK);
+    assert_int_equal(nb_graph_output(f, "dw", g[1]), NB_OK);
+    assert_int_equal(nb_graph_end(f), NB_OK);
+    assert_int_equal(count_op(f, NB_OP_CONVOLUTION), 0);
+    const char *names[2] = {"x", "w"};
+    for (int64_t c = 2; c <= 3; c++) {
+        nb_tensor *xv = randn64(NB_SHAPE(2, c, 5, 4)), *wv = randn64(NB_SHAPE(3, c, 2, 2)), *res[3];
+        assert_int_equal(nb_func_call(f, 2, names, (nb_tensor *[]){xv, wv}, 3, res), NB_OK);
+        nb_tensor *p[2] = {NBT(nb_clone(xv)), NBT(nb_clone(wv))};
+        for (int i = 0; i < 2; i++) assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
+        nb_tensor *ye = NBT(nb_conv2d(p[0], p[1], NULL, o));
+        assert_int_equal(nb_backward(NBT(nb_sum(NBT(nb_square(ye)), NULL, 0, false)), NULL, false), NB_OK);
+        nbt_assert_same_bits(res[0], ye, "symbolic C: y");
+        nbt_assert_same_bits(res[1], NBT(nb_grad(p[0])), "symbolic C: dx");
+        nbt_assert_same_bits(res[2], NBT(nb_grad(p[1])), "symbolic C: dw");
+    }
+    nb_graph_release(f);
+    /* zero examples, the weight batched */
+    nb_graph *k = nb_graph_begin("kernels");
+    x = NBT(nb_graph_input(k, "x", NB_F64, NB_SHAPE(B, 2, 5, 4)));
+    w = NBT(nb_graph_input(k, "w", NB_F64, NB_SHAPE(3, 2, 2, 2)));
+    assert_int_equal(nb_graph_output(k, "y", nb_conv2d(x, w, NULL, o)), NB_OK);
+    assert_int_equal(nb_graph_end(k), NB_OK);
+    assert_int_equal(count_op(k, NB_OP_CONVOLUTION), 1);
+    nb_graph *v = nb_func_vmap(k, 2, names, (int[]){0, 0}, 0, NULL);
+    assert_non_null(v);
+    nb_tensor *res;
+    assert_int_equal(nb_func_call(v, 2, names, (nb_tensor *[]){randn64(NB_SHAPE(0, 4, 2, 5, 4)), randn64(NB_SHAPE(0, 3, 2, 2, 2))}, 1, &res), NB_OK);
+    assert_int_equal(nb_ndim(res), 5);
+    const int64_t want[5] = {0, 4, 3, 6, 2};
+    for (int d = 0; d < 5; d++) assert_int_equal(nb_shape(res)[d], want[d]);
+    nb_graph_release(v);
+    nb_graph_release(k);
+    nb_scope_end();
+}
+
 static void expect_error(nb_tensor *r, nb_status want, const char *needle) {
     assert_null(r);
     assert_int_equal(nb_last_status(), want);
@@ -758,6 +809,7 @@ int main(void) {
         cmocka_unit_test(bitwise_equal_across_thread_counts),
         cmocka_unit_test(eager_kernel_is_the_composite_bitwise),
         cmocka_unit_test(traced_conv_runs_the_kernels),
+        cmocka_unit_test(traced_conv_symbolic_channels),
         cmocka_unit_test(bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

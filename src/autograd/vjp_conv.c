@@ -64,9 +64,10 @@ typedef struct conv_geom {
 } conv_geom;
 
 static conv_geom geom(const nb_node *n, const nb_tensor *w, const nb_tensor *g) {
-    const int64_t *ws = w->shape;
-    conv_geom c = {nb__window_from_attrs(&n->attrs), n->attrs.i[8], 0, ws[1] * ws[2] * ws[3], g->shape[2] * g->shape[3]};
-    c.og = ws[0] / c.groups;
+    const int64_t *ws = w->shape; /* C and O may be symbolic (the composite's operands) */
+    conv_geom c = {nb__window_from_attrs(&n->attrs), n->attrs.i[8], 0, nb__dims_prod("conv2d", ws + 1, 3),
+                   g->shape[2] * g->shape[3]};
+    c.og = nb__dim_div("conv2d", ws[0], c.groups);
     return c;
 }
 

@@ -5,11 +5,15 @@
  * multiplies), their evaluation under a binding at run time, and their
  * printing.  The tables are process-wide, append-only and guarded by one
  * mutex; they are only touched while tracing or binding, never by eager ops.
+ * They live as long as the process, so they come from the C library's
+ * malloc, not from nb_set_allocator's function (whose blocks must all be
+ * gone before another is installed).
  */
 #include "../core/internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <ctype.h>
 #include <string.h>
 
@@ -33,7 +37,7 @@ static bool grow(void **p, int *cap, int need, size_t elt) {
     if (need <= *cap) return true;
     int nc = *cap ? *cap * 2 : 16;
     while (nc < need) nc *= 2;
-    void *q = nb__realloc(*p, (size_t)nc * elt);
+    void *q = realloc(*p, (size_t)nc * elt);
     if (!q) return false;
     *p = q;
     *cap = nc;
@@ -108,10 +112,10 @@ int64_t nb_dim(const char *name) {
     int s = 0;
     while (s < n_syms && strcmp(sym_names[s], name)) s++;
     if (s == n_syms) {
-        char *copy = nb__strdup(name);
+        char *copy = strdup(name);
         if (!copy || !grow((void **)&sym_names, &cap_syms, n_syms + 1, sizeof *sym_names)) {
             pthread_mutex_unlock(&dim_lock);
-            nb__free(copy);
+            free(copy);
             nb__error(NB_ERR_OOM, "dim: out of memory naming symbolic dim '%s'", name);
             return -1;
         }

@@ -221,12 +221,14 @@ static nb_status graph_grad(nb_tensor *loss, int n, nb_tensor *const *wrt, nb_te
         if (!grads[i]) st = nb_last_status() ? nb_last_status() : NB_ERR_OOM;
     }
     for (int i = 0; i < n; i++) {
-        if (st == NB_OK) grads[i] = nb__own(grads[i]);
-        else {
+        if (st == NB_OK && !(grads[i] = nb__own(grads[i]))) /* released: its scope had no room */
+            st = nb_last_status() ? nb_last_status() : NB_ERR_OOM;
+        else if (st != NB_OK) {
             nb_release(grads[i]);
             grads[i] = NULL;
         }
     }
+    for (int i = 0; st != NB_OK && i < n; i++) grads[i] = NULL; /* those owned before a failure stay with the scope */
     return st;
 }
 

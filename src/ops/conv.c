@@ -406,7 +406,8 @@ static bool conv_args_valid(const char *op, const nb_tensor *x, const nb_tensor 
  * caller's composite scope). */
 static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const nb_conv2d_opts *o, bool relu) {
     const int64_t *xs = x->shape, *ws = w->shape;
-    int64_t g = o->groups, kdim = ws[1] * ws[2] * ws[3];
+    int64_t g = o->groups, kdim = nb__dims_prod("conv2d", ws + 1, 3), og = nb__dim_div("conv2d", ws[0], g);
+    if (kdim == -1 || og == -1) return NULL; /* (a symbolic C or O: products and quotients of dims) */
     nb_window2d win = {{ws[2], ws[3]}, {o->stride[0], o->stride[1]}, {o->padding[0], o->padding[1]},
                        {o->dilation[0], o->dilation[1]}};
     int64_t out[2];
@@ -414,9 +415,9 @@ static nb_tensor *conv2d_batched(nb_tensor *x, nb_tensor *w, nb_tensor *b, const
     if (nb__convolution_fits(x, w, b)) return nb__convolution(x, w, b, &win, g, relu); /* the same bits, image by image */
     nb_tensor *cols = nb__window_pointwise(&win) ? nb_reshape(x, NB_SHAPE(xs[0], xs[1], xs[2] * xs[3])) : nb_unfold(x, win);
     cols = nb_reshape(cols, NB_SHAPE(xs[0], g, kdim, out[0] * out[1]));
-    nb_tensor *wg = nb_reshape(w, NB_SHAPE(g, ws[0] / g, kdim));
+    nb_tensor *wg = nb_reshape(w, NB_SHAPE(g, og, kdim));
     /* [N, g, O/g, L]; the bias, one per output row, added (then relu) as the product's tiles are stored */
-    nb_tensor *y = b ? nb__addmm_act(nb_reshape(b, NB_SHAPE(g, ws[0] / g, 1)), wg, cols, relu) : nb_matmul(wg, cols);
+    nb_tensor *y = b ? nb__addmm_act(nb_reshape(b, NB_SHAPE(g, og, 1)), wg, cols, relu) : nb_matmul(wg, cols);
     if (relu && !b) y = nb_relu(y);
     return nb_reshape(y, NB_SHAPE(xs[0], ws[0], out[0], out[1]));
 }

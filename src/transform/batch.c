@@ -114,11 +114,13 @@ static nb_status per_example(const nb_gnode *nd, nb_tensor *const *in, const int
     if (nb__dim_sym(B) || B > INT_MAX)
         return nb__error(NB_ERR_SHAPE, "vmap: %s runs once per example (it has no batching rule), which needs a "
                          "concrete batch size", nb__ops[nd->op].name);
-    if (B == 0) { /* no example: empty results of the right shape */
+    if (B == 0) { /* no example: empty results of the right shape (which may hold a symbolic dim: a
+                   * zero constant expanded, as nb_zeros_like makes for a traced tensor) */
         for (int j = 0; j < nd->n_out; j++) {
             int64_t shape[NB_MAX_DIMS + 1] = {0};
             memcpy(shape + 1, nd->out[j].shape, sizeof(int64_t) * (size_t)nd->out[j].ndim);
-            if (!(out[j] = nb_zeros(shape, nd->out[j].ndim + 1, nd->out[j].dtype))) return nb_last_status();
+            nb_tensor *z = nb__own(nb__full_on(NULL, 0, 0, nd->out[j].dtype, in[0]->storage->device));
+            if (!z || !(out[j] = nb_expand(z, shape, nd->out[j].ndim + 1))) return nb_last_status();
         }
         return NB_OK;
     }

@@ -45,8 +45,9 @@ nb_status nb__replay_apply(const nb_gnode *nd, nb_tensor *const *in, nb_tensor *
     int nout = nb__apply_n(nd->op, in, nd->n_in, &a, out);
     if (nout < 0) return nb_last_status();
     NB_ASSERT(nout == nd->n_out); /* the same op, attributes and input metadata as when traced */
-    for (int j = 0; j < nout; j++) nb__own(out[j]);
-    return NB_OK;
+    bool lost = false; /* nb__own releases a result its scope has no room for (OOM set) */
+    for (int j = 0; j < nout; j++) lost |= !(out[j] = nb__own(out[j]));
+    return lost ? NB_ERR_OOM : NB_OK;
 }
 
 /* The param of g standing for src's param nd: g's own of that name and tensor when it has one
