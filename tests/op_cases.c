@@ -290,6 +290,20 @@ static nb_tensor *conv_grad(nb_tensor *const *x, int wrt, nb_conv2d_opts o) {
     nb_status st = nb__is_symbolic(x[0]) ? nb_graph_grad(l, 1, leaf, &g) : nb_autograd_grad(l, NULL, leaf, 1, true, &g);
     return st == NB_OK ? nb_mul(g, x[wrt]) : NULL;
 }
+/* with relu in the convolution's epilogue (a Sequential's Conv2d then ReLU) and a bias: the
+ * gradients of sum(sin(y) + y b) for y = relu(conv2d(x, w, b)) by x, w or b take g = cos(y) + b
+ * masked by y inside the kernel (db from the kernel too: 3 channels of 20 positions); g reaches b
+ * other than through y, so the mask's own derivative shows */
+static nb_tensor *conv_relu_grad(nb_tensor *const *x, int wrt) {
+    nb_tensor *y = NBT(nb__conv2d_relu(x[0], x[1], x[2], (nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}));
+    nb_tensor *yb = NBT(nb_mul(y, nb_reshape(x[2], NB_SHAPE(1, 3, 1, 1))));
+    nb_tensor *l = NBT(nb_sum(nb_add(nb_sin(y), yb), NULL, 0, false)), *g = NULL, *leaf[1] = {x[wrt]};
+    nb_status st = nb__is_symbolic(x[0]) ? nb_graph_grad(l, 1, leaf, &g) : nb_autograd_grad(l, NULL, leaf, 1, true, &g);
+    return st == NB_OK ? nb_mul(g, x[wrt]) : NULL;
+}
+GC(f_conv_backward_dx_relu, conv_relu_grad(x, 0))
+GC(f_conv_backward_dw_relu, conv_relu_grad(x, 1))
+GC(f_conv_backward_db_relu, conv_relu_grad(x, 2))
 GC(f_conv_backward_dx, conv_grad(x, 0, (nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))
 GC(f_conv_backward_dw, conv_grad(x, 1, (nb_conv2d_opts){{1, 1}, {1, 1}, {1, 1}, 1}))
 GC(f_conv_backward_dx_groups, conv_grad(x, 0, (nb_conv2d_opts){{2, 1}, {0, 0}, {1, 2}, 2}))
@@ -496,6 +510,9 @@ const gc_case CASES[] = {
     {"conv2d", "groups, dilation", f_conv2d_groups, 2, {IN(4, D_ANY, 1, 4, 4, 5), IN(4, D_ANY, 2, 2, 2, 2)}, false, 0},
     {"convolution_backward", "dx, padding 1", f_conv_backward_dx, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(4, D_ANY, 2, 3, 5, 4)}, true, 0},
     {"convolution_backward", "dwi, padding 1", f_conv_backward_dw, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(4, D_ANY, 2, 3, 5, 4)}, true, 0},
+    {"convolution_backward", "dx, relu fused", f_conv_backward_dx_relu, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(1, D_ANY, 3)}, true, 0},
+    {"convolution_backward", "dwi, relu fused", f_conv_backward_dw_relu, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(1, D_ANY, 3)}, true, 0},
+    {"convolution_backward", "db, relu fused", f_conv_backward_db_relu, 3, {IN(4, D_ANY, 2, 2, 4, 3), IN(4, D_ANY, 3, 2, 2, 2), IN(1, D_ANY, 3)}, true, 0},
     {"convolution_backward", "dx, 2 groups, stride, dilation", f_conv_backward_dx_groups, 3, {IN(4, D_ANY, 2, 4, 5, 4), IN(4, D_ANY, 4, 2, 2, 2), IN(4, D_ANY, 2, 4, 2, 2)}, false, 0},
     {"convolution_backward", "dwi, 2 groups, stride, dilation", f_conv_backward_dw_groups, 3, {IN(4, D_ANY, 2, 4, 5, 4), IN(4, D_ANY, 4, 2, 2, 2), IN(4, D_ANY, 2, 4, 2, 2)}, false, 0},
     {"conv1d", "dilation, bias", f_conv1d, 3, {IN(3, D_ANY, 2, 2, 7), IN(3, D_ANY, 3, 2, 3), IN(1, D_ANY, 3)}, true, 0},

@@ -7,6 +7,8 @@
  * and bad input.
  */
 #include "support.h"
+#include "backend/backend.h"
+#include "compile/passes.h"
 #include "graph/graph.h"
 
 #include <math.h>
@@ -588,9 +590,15 @@ static int count_op(const nb_graph *g, nb_op op) {
     return n;
 }
 
+/* relu(conv2d(x, w, b)): the two ops, or (fused) relu in the convolution's epilogue, as a
+ * Sequential runs Conv2d then ReLU. */
+static nb_tensor *conv_relu(nb_tensor *x, nb_tensor *w, nb_tensor *b, const geom *g, bool fused) {
+    return fused ? nb__conv2d_relu(x, w, b, opts_of(g)) : nb_relu(nb_conv2d(x, w, b, opts_of(g)));
+}
+
 /* The gradient Func of L = sum(r · relu(conv2d(x, w, b))) for x [B, C, H, W] with a symbolic
  * batch B: outputs y and dL/dx, dL/dw, dL/db (db only with a bias). */
-static nb_graph *traced_step(const geom *g, nb_dtype d, nb_tensor *w, nb_tensor *b) {
+static nb_graph *traced_step(const geom *g, nb_dtype d, nb_tensor *w, nb_tensor *b, bool fused) {
     int64_t B = nb_dim("B");
     int64_t oh = out_len(g->h, g->kh, g->stride[0], g->pad[0], g->dil[0]);
     int64_t ow = out_len(g->w, g->kw, g->stride[1], g->pad[1], g->dil[1]);
@@ -598,7 +606,7 @@ static nb_graph *traced_step(const geom *g, nb_dtype d, nb_tensor *w, nb_tensor 
     nb_tensor *x = NBT(nb_graph_input(f, "x", d, NB_SHAPE(B, g->c, g->h, g->w)));
     nb_tensor *r = NBT(nb_graph_input(f, "r", d, NB_SHAPE(B, g->o, oh, ow)));
     nb_tensor *wt = NBT(nb_graph_input(f, "w", d, nb_shape(w), 4)), *bt = b ? NBT(nb_graph_input(f, "b", d, NB_SHAPE(g->o))) : NULL;
-    nb_tensor *y = NBT(nb_relu(nb_conv2d(x, wt, bt, opts_of(g))));
+    nb_tensor *y = NBT(conv_relu(x, wt, bt, g, fused));
     nb_tensor *loss = NBT(nb_sum(nb_mul(y, r), NULL, 0, false)), *grads[3];
     assert_int_equal(nb_graph_grad(loss, b ? 3 : 2, (nb_tensor *[]){x, wt, bt}, grads), NB_OK);
     assert_int_equal(nb_graph_output(f, "y", y), NB_OK);
@@ -608,24 +616,34 @@ static nb_graph *traced_step(const geom *g, nb_dtype d, nb_tensor *w, nb_tensor 
 }
 
 /* A traced conv2d with a symbolic batch holds the image-by-image kernels (CONVOLUTION forward, one
- * CONVOLUTION_BACKWARD each for dx and dw) and no columns: its compiled values and gradients are
- * the eager ones bit for bit, at two batch sizes; vmapped over examples (x and r batched, w and b
- * shared) each example's gradients are the Func's on that example, bit for bit; with the weight
- * batched too the kernels run once per example. */
+ * CONVOLUTION_BACKWARD each for dx and dw, and with relu fused into the convolution each masking g
+ * by the result, one more for db where the kernel sums it) and no columns; compiling merges the
+ * backward nodes into one.  Its compiled values and gradients are the eager ones bit for bit, at
+ * two batch sizes; vmapped over examples (x and r batched, w and b shared) each example's
+ * gradients are the Func's on that example, bit for bit; with the weight batched too the kernels
+ * run once per example. */
 static void traced_conv_runs_the_kernels(void **state) {
     (void)state;
     nb_manual_seed(9);
-    for (size_t k = 0; k < sizeof GEOMS / sizeof *GEOMS; k++)
+    for (size_t k = 0; k < 2 * sizeof GEOMS / sizeof *GEOMS; k++)
         for (int dt = 0; dt < 2; dt++) {
-            const geom *g = &GEOMS[k];
+            const geom *g = &GEOMS[k / 2];
+            bool fused = k % 2;
             nb_dtype d = dt ? NB_F64 : NB_F32;
             nb_scope_begin();
             nb_tensor *w = NBT(nb_cast(randn64(NB_SHAPE(g->o, g->c / g->groups, g->kh, g->kw)), d));
             nb_tensor *b = g->bias ? NBT(nb_cast(randn64(NB_SHAPE(g->o)), d)) : NULL;
-            nb_graph *f = traced_step(g, d, w, b);
+            nb_graph *f = traced_step(g, d, w, b, fused);
+            int64_t oh = out_len(g->h, g->kh, g->stride[0], g->pad[0], g->dil[0]);
+            int64_t ow = out_len(g->w, g->kw, g->stride[1], g->pad[1], g->dil[1]);
+            bool db_node = fused && b && nb__conv_db_in_kernel(g->o, oh * ow);
             assert_int_equal(count_op(f, NB_OP_CONVOLUTION), 1);
-            assert_int_equal(count_op(f, NB_OP_CONVOLUTION_BACKWARD), 2);
-            assert_int_equal(count_op(f, NB_OP_UNFOLD) + count_op(f, NB_OP_FOLD), 0);
+            assert_int_equal(count_op(f, NB_OP_CONVOLUTION_BACKWARD), 2 + db_node);
+            assert_int_equal(count_op(f, NB_OP_UNFOLD) + count_op(f, NB_OP_FOLD) + count_op(f, NB_OP_RELU), fused ? 0 : 1);
+            nb_graph *opt;
+            assert_int_equal(nb__graph_optimize(f, &opt, NULL, NULL), NB_OK);
+            assert_int_equal(count_op(opt, NB_OP_CONVOLUTION_BACKWARD), 1); /* the siblings merged */
+            nb_graph_release(opt);
             int nout = b ? 4 : 3;
             const char *names[4] = {"x", "r", "w", "b"};
             for (int n = g->n; n <= g->n + 2; n += 2) {
@@ -639,7 +657,7 @@ static void traced_conv_runs_the_kernels(void **state) {
                         p[i] = NBT(nb_clone(leaf[i]));
                         assert_int_equal(nb_set_requires_grad(p[i], true), NB_OK);
                     }
-                nb_tensor *y = NBT(nb_relu(nb_conv2d(p[0], p[1], p[2], opts_of(g))));
+                nb_tensor *y = NBT(conv_relu(p[0], p[1], p[2], g, fused));
                 assert_int_equal(nb_backward(y, r, false), NB_OK);
                 nbt_assert_same_bits(res[0], y, "traced y");
                 for (int i = 0; i < nout - 1; i++) nbt_assert_same_bits(res[1 + i], NBT(nb_grad(p[i])), "traced gradient");

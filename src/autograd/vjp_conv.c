@@ -76,41 +76,44 @@ static nb_tensor *grouped(nb_tensor *g, const conv_geom *c) {
     return nb_reshape(g, NB_SHAPE(g->shape[0], c->groups, c->og, c->L));
 }
 
-/* One output of CONVOLUTION_BACKWARD (sub bit 1: dx, bit 2: dwi) for x, w and g (cast to x's
- * dtype), as its own node: scoped, NULL with the error. */
-static nb_tensor *conv_backward(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, int bit) {
+/* One output of CONVOLUTION_BACKWARD (sub bit 1: dx, 2: dwi, 4: db) for x, w and g (cast to x's
+ * dtype), g taken where y is nonzero when y is given (NB_SUB_CONVB_RELU: relu's derivative inside
+ * the kernel), as its own node: scoped, NULL with the error. */
+static nb_tensor *conv_backward(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, nb_tensor *y, int bit) {
     nb_attrs a = n->attrs;
-    a.sub = bit;
+    a.sub = bit | (y ? NB_SUB_CONVB_RELU : 0);
     nb_tensor *gc = nb_cast(g, x->dtype);
-    return gc ? nb__own(nb__apply(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc}, 3, &a)) : NULL;
+    return gc ? nb__own(nb__apply(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc, y}, y ? 4 : 3, &a)) : NULL;
 }
 
-/* The weight gradient [O, C/groups, KH, KW] of a convolution of x by w that received g: the
- * per-image gradients summed over N.  `fits`: from CONVOLUTION_BACKWARD (nb__convolution_fits),
- * else from unfold and matmul. */
-static nb_tensor *weight_grad(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, bool fits) {
+/* The weight gradient [O, C/groups, KH, KW] of a convolution of x by w that received g (masked by
+ * y when given): the per-image gradients summed over N.  `fits`: from CONVOLUTION_BACKWARD
+ * (nb__convolution_fits), else (y NULL) from unfold and matmul. */
+static nb_tensor *weight_grad(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, nb_tensor *y, bool fits) {
     conv_geom c = geom(n, w, g);
-    nb_tensor *dwi = fits ? conv_backward(n, x, w, g, 2)
+    nb_tensor *dwi = fits ? conv_backward(n, x, w, g, y, 2)
                           : nb_matmul(grouped(g, &c), nb_transpose(columns(x, &c.win, c.groups, c.K, c.L), -1, -2));
     return dwi ? nb_reshape(nb__own(nb__sum_to(dwi, (int64_t[]){c.groups, c.og, c.K}, 3)), w->shape, 4) : NULL;
 }
 
-/* The input gradient (shaped like x) of a convolution of x by w that received g: from
- * CONVOLUTION_BACKWARD where it fits, else fold(w[q]^T g[n, q]). */
-static nb_tensor *input_grad(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, bool fits) {
-    if (fits) return conv_backward(n, x, w, g, 1);
+/* The input gradient (shaped like x) of a convolution of x by w that received g (masked by y when
+ * given): from CONVOLUTION_BACKWARD where it fits, else (y NULL) fold(w[q]^T g[n, q]). */
+static nb_tensor *input_grad(const nb_node *n, nb_tensor *x, nb_tensor *w, nb_tensor *g, nb_tensor *y, bool fits) {
+    if (fits) return conv_backward(n, x, w, g, y, 1);
     conv_geom c = geom(n, w, g);
     nb_tensor *wt = nb_transpose(nb_reshape(w, NB_SHAPE(c.groups, c.og, c.K)), -1, -2);
     return fold_like(nb_matmul(wt, grouped(g, &c)), x, &c.win, c.groups, c.K, c.L);
 }
 
-/* CONVOLUTION.  In an eager backward pass that records nothing, dx and the per-image dw come from
- * one CONVOLUTION_BACKWARD with several outputs; elsewhere (graphs, transforms, create_graph) from
- * one CONVOLUTION_BACKWARD node per gradient, each differentiable again (its rule below), or from
- * unfold, matmul and fold where the operands do not fit the kernels.  With NB_SUB_RELU (relu in
- * the kernel's epilogue), g goes through relu's derivative first: inside the backward kernel,
- * which masks each image's g by the result as it reads it, where that kernel also takes db (or
- * none is wanted) and g has x's dtype; else as nb__relu_grad. */
+/* CONVOLUTION.  In an eager backward pass that records nothing, dx, the per-image dw and db come
+ * from one CONVOLUTION_BACKWARD with several outputs; elsewhere (graphs, transforms, create_graph)
+ * from one CONVOLUTION_BACKWARD node per gradient, each differentiable again (its rule below) —
+ * the compiler merges them back into one (pass_cse.c) — or from unfold, matmul and fold where the
+ * operands do not fit the kernels.  db comes from the kernel where that keeps sum_to's bits
+ * (backend.h conv2d_backward: a contiguous g of x's dtype, or a masked one), else from sum_to.
+ * With NB_SUB_RELU (relu in the kernel's epilogue), g goes through relu's derivative first:
+ * inside the backward kernels, which mask each image's g by the result as they read it, where
+ * they take g in x's dtype and also give db (or none is wanted); else as nb__relu_grad. */
 RULE(convolution) {
     nb_tensor *x = X, *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
     const int64_t *ws = w->shape;
@@ -119,26 +122,25 @@ RULE(convolution) {
                                                   !nb__should_record((nb_tensor *[]){x, w, g}, 3);
     conv_geom c = geom(n, w, g);
     bool relu = (n->attrs.sub & NB_SUB_RELU) != 0, db_fits = nb__conv_db_in_kernel(ws[0], c.L);
-    bool mask = relu && kernel && g->dtype == x->dtype && (!rb || db_fits);
+    bool mask = relu && fits && g->dtype == x->dtype && (!rb || db_fits);
     if (relu && !mask && !(g = nb__relu_grad(n->out, g))) return nb_last_status();
-    /* the bias gradient from the kernel, which sums each image's g while it reads it, where that
-     * is sum_to's bits (backend.h conv2d_backward: a contiguous g of x's dtype; the mask's result
-     * is one) */
-    bool kernel_db = kernel && rb && g->dtype == x->dtype && (mask || nb_is_contiguous(g)) && db_fits;
+    nb_tensor *y = mask ? n->out : NULL;
+    bool kernel_db = rb && g->dtype == x->dtype && db_fits && (mask || (kernel && nb_is_contiguous(g)));
     if (rb && !kernel_db) {
         nb_tensor *gg = grouped(g, &c);
         if (!gg) return nb_last_status();
         gin[2] = nb_reshape(nb__own(nb__sum_to(gg, (int64_t[]){c.groups, c.og, 1}, 3)), NB_SHAPE(ws[0]));
     }
     if (!kernel) {
-        if (rw) gin[1] = weight_grad(n, x, w, g, fits);
-        if (rx) gin[0] = input_grad(n, x, w, g, fits);
+        if (kernel_db) gin[2] = conv_backward(n, x, w, g, y, 4);
+        if (rw) gin[1] = weight_grad(n, x, w, g, y, fits);
+        if (rx) gin[0] = input_grad(n, x, w, g, y, fits);
         return NB_OK;
     }
     nb_attrs a = n->attrs;
     nb_tensor *o[NB_MAX_OUTS] = {NULL}, *gc = nb_cast(g, x->dtype);
     a.sub = (rx ? 1 : 0) | (rw ? 2 : 0) | (kernel_db ? 4 : 0) | (mask ? NB_SUB_CONVB_RELU : 0);
-    if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc, n->out}, mask ? 4 : 3, &a, o) < 0)
+    if (!gc || nb__apply_n(NB_OP_CONVOLUTION_BACKWARD, (nb_tensor *[]){x, w, gc, y}, mask ? 4 : 3, &a, o) < 0)
         return nb_last_status();
     if (rx) gin[0] = nb__own(o[0]);
     if (rw) gin[1] = nb_reshape(nb__own(nb__sum_to(nb__own(o[rx]), (int64_t[]){c.groups, c.og, c.K}, 3)), ws, 4);
@@ -146,38 +148,39 @@ RULE(convolution) {
     return NB_OK;
 }
 
-/* CONVOLUTION_BACKWARD with one output (the form graphs and the recording tape hold), linear in
- * each of its operands.  dx = fold(w[q]^T g[n, q]) takes u [N, C, H, W]: to g the convolution
- * of u by w, to w the weight gradient of u's convolution that received g; x gives only its
- * shape.  dwi[n, q] = g[n, q] cols[n, q]^T takes v [N, groups, O/groups, K]: to x fold(v[n, q]^T
- * g[n, q]) (the input gradient under per-image weights v), to g v[n, q] cols[n, q]; w gives only
- * its shape.  Second derivatives of conv2d therefore agree with its composite's up to rounding:
- * the composite reuses its forward's columns where this unfolds x again, and adds x's
+/* CONVOLUTION_BACKWARD with one output (the form graphs and the recording tape hold), linear in g
+ * and in x or w; with NB_SUB_CONVB_RELU its g is first taken where y is nonzero, which passes on
+ * to g's gradient (y, a relu's result, gets none).  dx = fold(w[q]^T g[n, q]) takes u
+ * [N, C, H, W]: to g the convolution of u by w, to w the weight gradient of u's convolution that
+ * received g; x gives only its shape.  dwi[n, q] = g[n, q] cols[n, q]^T takes v [N, groups,
+ * O/groups, K]: to x fold(v[n, q]^T g[n, q]) (the input gradient under per-image weights v), to g
+ * v[n, q] cols[n, q]; w gives only its shape.  db = the sum of g over images and positions takes
+ * d [O]: to g d broadcast.  Second derivatives of conv2d therefore agree with its composite's up
+ * to rounding: the composite reuses its forward's columns where this unfolds x again, and adds x's
  * second-order terms in another order. */
 RULE(convolution_backward) {
-    nb_tensor *x = X, *w = n->in[1], *gr = n->in[2];
-    int sub = n->attrs.sub;
-    if (n->n_in != 3 || (sub != 1 && sub != 2))
+    nb_tensor *x = X, *w = n->in[1], *gr = n->in[2], *y = n->n_in > 3 ? n->in[3] : NULL, *dg = NULL;
+    int out = n->attrs.sub & 7;
+    if (out != 1 && out != 2 && out != 4)
         return nb__error(NB_ERR_UNSUPPORTED, "convolution_backward: no derivative of the form with outputs %d (only "
-                         "one output, dx or dwi, is differentiable)", sub);
-    bool fits = nb__convolution_fits(x, w, NULL);
-    if (sub == 1) {
-        if (nb_requires_grad(gr)) {
-            nb_window2d win = nb__window_from_attrs(&n->attrs);
-            nb_conv2d_opts o = {{win.stride[0], win.stride[1]}, {win.padding[0], win.padding[1]},
-                                {win.dilation[0], win.dilation[1]}, n->attrs.i[8]};
-            gin[2] = nb_conv2d(nb_cast(g, x->dtype), w, NULL, o);
-        }
-        if (nb_requires_grad(w)) gin[1] = weight_grad(n, g, w, gr, fits);
-        return NB_OK;
-    }
+                         "one output, dx, dwi or db, is differentiable)", out);
+    bool fits = nb__convolution_fits(x, w, NULL), rg = nb_requires_grad(gr);
     conv_geom c = geom(n, w, gr);
-    nb_tensor *gg = grouped(gr, &c);
-    if (!gg) return nb_last_status();
-    if (nb_requires_grad(x)) gin[0] = fold_like(nb_matmul(nb_transpose(g, -1, -2), gg), x, &c.win, c.groups, c.K, c.L);
-    if (nb_requires_grad(gr)) {
-        nb_tensor *dg = nb_matmul(g, columns(x, &c.win, c.groups, c.K, c.L));
-        gin[2] = dg ? nb_reshape(dg, nb_shape(gr), 4) : NULL;
+    if (out == 1) {
+        if (rg) {
+            nb_conv2d_opts o = {{c.win.stride[0], c.win.stride[1]}, {c.win.padding[0], c.win.padding[1]},
+                                {c.win.dilation[0], c.win.dilation[1]}, c.groups};
+            dg = nb_conv2d(nb_cast(g, x->dtype), w, NULL, o);
+        }
+        if (nb_requires_grad(w)) gin[1] = weight_grad(n, g, w, gr, y, fits);
+    } else if (out == 2) {
+        nb_tensor *gm = y && nb_requires_grad(x) ? nb__relu_grad(y, gr) : gr, *gg = gm ? grouped(gm, &c) : NULL;
+        if (!gg) return nb_last_status();
+        if (nb_requires_grad(x)) gin[0] = fold_like(nb_matmul(nb_transpose(g, -1, -2), gg), x, &c.win, c.groups, c.K, c.L);
+        if (rg) dg = nb_reshape(nb_matmul(g, columns(x, &c.win, c.groups, c.K, c.L)), nb_shape(gr), 4);
+    } else if (rg) {
+        dg = nb_expand(nb_reshape(nb_cast(g, gr->dtype), NB_SHAPE(1, w->shape[0], 1, 1)), nb_shape(gr), 4);
     }
-    return NB_OK;
+    if (rg) gin[2] = y && dg ? nb__relu_grad(y, dg) : dg;
+    return rg && !gin[2] ? nb_last_status() : NB_OK;
 }

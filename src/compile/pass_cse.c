@@ -4,7 +4,12 @@
  * computes (op, attrs field by field, inputs already merged, output
  * metadata; for constants dtype, shape, weak flag, device, layout and
  * bytes).  A node equal to one already in the new graph is replaced by it;
- * inputs, params and random draws are never merged.
+ * inputs, params and random draws are never merged.  Siblings merge too:
+ * CONVOLUTION_BACKWARD nodes of one output each (dx, dwi, db: what
+ * differentiation makes, vjp_conv.c) that read the same values with the
+ * same geometry become one node with all their outputs, the pass over the
+ * images that eager training makes (each output's bits do not depend on
+ * which others are computed with it).
  */
 #include "rewrite.h"
 
@@ -14,6 +19,8 @@ typedef struct cse_ctx {
     int32_t *table;   /* new-graph node ids, -1 for an empty slot; cap slots (a power of two) */
     uint64_t *hash;   /* the hash of the node in each slot */
     size_t cap;
+    int32_t *first;   /* g node -> the first of its siblings (itself when it has none), -1: no sibling kind */
+    int32_t *merged;  /* g node (a first sibling) -> the new graph's node holding every sibling's output */
 } cse_ctx;
 
 /* ---- hashing ---- */
@@ -111,6 +118,65 @@ static bool mergeable(const nb_gnode *nd) {
     return nd->kind == NB_GNODE_OP && nb__ops[nd->op].kind != NB_KIND_RANDOM;
 }
 
+/* ---- siblings ---- */
+
+/* The output bit of a one-output CONVOLUTION_BACKWARD (sub bits 0-2: dx, dwi, db), else 0. */
+static int sibling_bit(const nb_gnode *nd) {
+    if (nd->kind != NB_GNODE_OP || nd->op != NB_OP_CONVOLUTION_BACKWARD) return 0;
+    int bits = nd->attrs.sub & 7;
+    return bits && !(bits & (bits - 1)) ? bits : 0;
+}
+
+/* Siblings: one output bit each, different ones, the same inputs, and attrs equal but for those bits. */
+static bool siblings(const nb_gnode *a, const nb_gnode *b) {
+    if (!sibling_bit(a) || !sibling_bit(b) || sibling_bit(a) == sibling_bit(b) || a->n_in != b->n_in) return false;
+    for (int i = 0; i < a->n_in; i++)
+        if (a->in[i].node != b->in[i].node || a->in[i].out != b->in[i].out) return false;
+    nb_attrs x = a->attrs, y = b->attrs;
+    x.sub &= ~7;
+    y.sub &= ~7;
+    return attrs_equal(&x, &y);
+}
+
+/* first[id] for every node of g (the graphs hold a few such nodes per convolution: a quadratic
+ * search among them). */
+static void find_siblings(const nb_graph *g, int32_t *first) {
+    for (int32_t id = 0; id < g->n; id++) {
+        first[id] = sibling_bit(&g->nodes[id]) ? id : -1;
+        for (int32_t j = 0; j < id && first[id] == id; j++)
+            if (first[j] == j && siblings(&g->nodes[j], &g->nodes[id])) first[id] = j;
+    }
+}
+
+/* Node id (inputs mapped in nd) of g with siblings: the first appends their merged node, outputs
+ * in bit order; each stands for its output of it.  *done when id has siblings. */
+static nb_status merge_sibling(nb_rw *rw, int32_t id, const nb_gnode *nd, bool *done) {
+    cse_ctx *c = rw->ctx;
+    int32_t f = c->first[id];
+    int bits = 0;
+    const nb_gnode *by_bit[8] = {NULL};
+    for (int32_t j = f; f >= 0 && j < rw->src->n; j++)
+        if (c->first[j] == f) {
+            bits |= sibling_bit(&rw->src->nodes[j]);
+            by_bit[sibling_bit(&rw->src->nodes[j])] = &rw->src->nodes[j];
+        }
+    if (f < 0 || bits == sibling_bit(nd)) return NB_OK; /* no sibling */
+    *done = true;
+    if (id == f) {
+        nb_gnode m = *nd;
+        m.attrs.sub = (nd->attrs.sub & ~7) | bits;
+        m.n_out = 0;
+        for (int bit = 1; bit <= 4; bit <<= 1)
+            if (bits & bit) m.out[m.n_out++] = by_bit[bit]->out[0];
+        if ((c->merged[f] = nb__rw_append(rw, &m, id)) < 0) return nb_last_status();
+    } else
+        rw->st->cse++;
+    int k = 0; /* the outputs of the bits below id's */
+    for (int bit = 1; bit < sibling_bit(nd); bit <<= 1) k += (bits & bit) != 0;
+    nb__rw_forward(rw, id, 0, (nb_gval){c->merged[f], k});
+    return NB_OK;
+}
+
 /* The pass's visit: a mergeable node equal to one in the table stands for it (unless both hold
  * storage of graph outputs: distinct outputs stay distinct tensors); any other node is kept, and a
  * mergeable one entered in the table. */
@@ -118,6 +184,9 @@ static nb_status cse_visit(nb_rw *rw, int32_t id, nb_gnode *nd) {
     cse_ctx *c = rw->ctx;
     size_t slot = 0;
     uint64_t h = 0;
+    bool done = false;
+    nb_status ms = merge_sibling(rw, id, nd, &done);
+    if (ms != NB_OK || done) return ms;
     if (mergeable(nd)) {
         h = node_hash(nd);
         for (slot = (size_t)h & (c->cap - 1); c->table[slot] >= 0; slot = (slot + 1) & (c->cap - 1)) {
@@ -146,13 +215,18 @@ nb_status nb__pass_cse(const nb_graph *g, nb_graph **out, int32_t **origin, nb_p
     while (c.cap < 2 * (size_t)g->n) c.cap *= 2; /* load <= 1/2: at most g->n entries */
     c.table = nb__malloc(sizeof *c.table * c.cap);
     c.hash = nb__malloc(sizeof *c.hash * c.cap);
+    c.first = nb__malloc(sizeof *c.first * (size_t)(g->n + 1));
+    c.merged = nb__malloc(sizeof *c.merged * (size_t)(g->n + 1));
     nb_status s;
-    if (!c.table || !c.hash) s = nb__rw_oom(pass, g, out, origin, st);
+    if (!c.table || !c.hash || !c.first || !c.merged) s = nb__rw_oom(pass, g, out, origin, st);
     else {
         memset(c.table, 0xff, sizeof *c.table * c.cap);
+        find_siblings(g, c.first);
         s = nb__rw_run(pass, g, cse_visit, &c, out, origin, st);
     }
     nb__free(c.table);
     nb__free(c.hash);
+    nb__free(c.first);
+    nb__free(c.merged);
     return s;
 }

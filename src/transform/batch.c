@@ -9,6 +9,7 @@
  * shifts of the op table's attributes (ops.h and the infer rules in src/ops).
  */
 #include "transform.h"
+#include "../autograd/vjp.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -224,10 +225,20 @@ nb_status nb__batch_rule(void *ctx, const nb_gnode *nd, nb_tensor *const *in, co
     case NB_KIND_ATTENTION: /* [N, ...] operands: the batch folds into N */
         return fold_into_n(nd, in, bin, B, 0, out);
     case NB_KIND_CONV: { /* images, gradients and results fold into N where the weight (and
-                          * CONVOLUTION's bias) is shared and no result sums over the images (the
-                          * bias gradient of CONVOLUTION_BACKWARD); else once per example */
+                          * CONVOLUTION's bias) is shared; else once per example.  The bias gradient
+                          * of CONVOLUTION_BACKWARD (which graphs hold alone) sums over the images:
+                          * g, masked by y, summed over all but the batch and channel axes */
+        if (nd->op == NB_OP_CONVOLUTION_BACKWARD && (a.sub & 4)) {
+            NB_ASSERT(nd->n_out == 1);
+            nb_tensor *g = batched_front(in[2], bin[2], B);
+            if (g && nd->n_in > 3) {
+                nb_tensor *y = batched_front(in[3], bin[3], B);
+                g = y ? nb__relu_grad(y, g) : NULL;
+            }
+            return (out[0] = g ? nb_sum(g, (int[]){1, 3, 4}, 3, false) : NULL) ? NB_OK : nb_last_status();
+        }
         unsigned shared = nd->op == NB_OP_CONVOLUTION ? 6u : 2u;
-        bool fold = nd->op == NB_OP_CONVOLUTION || !(a.sub & 4);
+        bool fold = true;
         for (int k = 0; k < nd->n_in; k++) fold &= !(shared >> k & 1) || !in[k] || bin[k] < 0;
         return fold ? fold_into_n(nd, in, bin, B, shared, out) : per_example(nd, in, bin, B, out);
     }
