@@ -3,9 +3,9 @@
  * reasoning are in passes.h): identities of one-element constants (x*1,
  * x/1, x-(+0), x+(-0), x**1), neg of neg, no-op casts, views and where,
  * chains of reshapes or permutes collapsed into one, a matmul's only
- * reader adding to it folded into addmm, and an addmm's only reader
- * applying relu (through one reshape: conv2d's) folded into the addmm's
- * epilogue (NB_SUB_RELU).  Each rule gives the
+ * reader adding to it folded into addmm, and an addmm's or a
+ * convolution's only reader applying relu (through one reshape too)
+ * folded into the op's epilogue (NB_SUB_RELU).  Each rule gives the
  * same bits, dtype, shape and weak flag, and keeps the layout a reduction
  * downstream would see (see "Layout" in passes.h).
  */

@@ -61,7 +61,10 @@
  * reshape), expand to x's shape, identity permute, permute of a permute (one
  * permute), matmul(a, b) + c (either order) whose add is the product's only
  * reader into addmm(c, a, b) (c of the product's dtype, broadcast to its
- * shape: the product rounded, then c added, as before).  "1" and "0" are one-element CONST nodes (weak or not) read in
+ * shape: the product rounded, then c added, as before), relu of an addmm or
+ * a convolution (directly or through one reshape) that is its only reader
+ * into the op's epilogue (NB_SUB_RELU: relu's own expression on each sum).
+ * "1" and "0" are one-element CONST nodes (weak or not) read in
  * their own dtype.  A rule fires only when the result's dtype, shape and weak
  * flag equal those of the value it is replaced by.  The arithmetic rules (and
  * neg of neg) are limited to f32 / f64 and integer / bool results: f16 and
@@ -108,7 +111,9 @@ nb_status nb__pass_dce(const nb_graph *g, nb_graph **out, int32_t **origin, nb_p
  * (st->cse).  Never merged: INPUT and PARAM nodes (distinct names are
  * distinct values), RANDOM ops (each draws afresh), two nodes whose storage
  * graph outputs hold (see Outputs).  Merged-away nodes are left out of the
- * result.
+ * result.  Sibling CONVOLUTION_BACKWARD nodes — one output each (dx, dwi or
+ * db), the same inputs, attrs equal but for the output bits — become one
+ * node with their outputs in bit order (st->cse counts the absorbed ones).
  */
 nb_status nb__pass_cse(const nb_graph *g, nb_graph **out, int32_t **origin, nb_pass_stats *st);
 /**
