@@ -174,9 +174,11 @@ RULE(convolution_backward) {
         }
         if (nb_requires_grad(w)) gin[1] = weight_grad(n, g, w, gr, y, fits);
     } else if (out == 2) {
-        nb_tensor *gm = y && nb_requires_grad(x) ? nb__relu_grad(y, gr) : gr, *gg = gm ? grouped(gm, &c) : NULL;
-        if (!gg) return nb_last_status();
-        if (nb_requires_grad(x)) gin[0] = fold_like(nb_matmul(nb_transpose(g, -1, -2), gg), x, &c.win, c.groups, c.K, c.L);
+        if (nb_requires_grad(x)) {
+            nb_tensor *gm = y ? nb__relu_grad(y, gr) : gr;
+            gin[0] = gm ? fold_like(nb_matmul(nb_transpose(g, -1, -2), grouped(gm, &c)), x, &c.win, c.groups, c.K, c.L)
+                        : NULL;
+        }
         if (rg) dg = nb_reshape(nb_matmul(g, columns(x, &c.win, c.groups, c.K, c.L)), nb_shape(gr), 4);
     } else if (rg) {
         dg = nb_expand(nb_reshape(nb_cast(g, gr->dtype), NB_SHAPE(1, w->shape[0], 1, 1)), nb_shape(gr), 4);

@@ -9,10 +9,11 @@
  * which agree up to rounding).
  * Both trace: the batch N may be a symbolic dim, every other size is
  * concrete (nb_conv2d runs its composite otherwise).  In a graph, or where
- * the tape records, CONVOLUTION_BACKWARD has one output (dx or dwi), so that
- * every gradient node has the derivative rule of its one result; an eager
- * backward pass that records nothing asks for several at once, with the
- * bias gradient and relu's mask (vjp_conv.c).
+ * the tape records, CONVOLUTION_BACKWARD has one output (dx, dwi or db, with
+ * or without relu's mask), so that every gradient node has the derivative
+ * rule of its one result; an eager backward pass that records nothing asks
+ * for several at once (vjp_conv.c), and so does a compiled graph once CSE
+ * has merged the one-output siblings (pass_cse.c).
  *
  * attrs: i[0..7] the window (nb__window_to_attrs), i[8] the groups.
  * CONVOLUTION:          in {x [N, C, H, W], w [O, C/groups, KH, KW], bias [O] (optional)};
