@@ -14,6 +14,12 @@
  *    multiplication of one op into an addition of the next as a fused
  *    multiply-add (eager rounds between ops) nor share code between two
  *    instructions, which could change where it contracts inside one.
+ *    A kernel whose every op is one correctly rounded operation or a
+ *    selection (add, mul, div, sqrt, where, ...: exact_op) has nothing to
+ *    contract inside an op, so it is compiled with contraction off instead
+ *    (a pragma ahead of its loop) and without the barriers, which cost a
+ *    data-dependent instruction per operand: Adam's update ran in 181
+ *    against 91 us a call on 200,704 floats (bench/RESULTS.md §26).
  *  - The ranged f32 forms (f32_forms.h's F32_RANGE) run in blocks of JB
  *    elements, marking the elements with an input outside a form's range;
  *    those are computed again, one by one, each ranged op calling its form
@@ -128,13 +134,33 @@ static bool emittable(const nb_fkernel *k, const nb_finstr *I) {
     return false;
 }
 
-/* Operand i of instruction j: a float behind j's own barrier (nb_jit_keep with the zero
+/* Is op, at any level, one correctly rounded operation or a selection in both dtypes (ops.def's
+ * formula and f32_forms.h's form), so that no fused multiply-add can form inside it? */
+static bool exact_op(nb_op op) {
+    switch (op) {
+    case NB_OP_ADD: case NB_OP_SUB: case NB_OP_MUL: case NB_OP_DIV: case NB_OP_NEG: case NB_OP_ABS:
+    case NB_OP_SQRT: case NB_OP_RSQRT: case NB_OP_SQUARE: case NB_OP_RECIPROCAL: case NB_OP_RELU: case NB_OP_MAXIMUM:
+    case NB_OP_MINIMUM: case NB_OP_CAST: case NB_OP_WHERE: case NB_OP_LOGICAL_AND: case NB_OP_LOGICAL_OR:
+    case NB_OP_LOGICAL_XOR: case NB_OP_LOGICAL_NOT: return true;
+    default: return compare_op(op) != NULL;
+    }
+}
+
+/* Is every instruction of k's loop exact (exact_op)?  Then k is compiled with contraction off
+ * and without barriers.  (UNIFORM instructions are computed before the call, by the caller.) */
+static bool exact_kernel(const nb_fkernel *k) {
+    for (int j = 0; j < k->ninstr; j++)
+        if (k->instr[j].level == NB_FL_FULL && !exact_op(k->instr[j].op)) return false;
+    return true;
+}
+
+/* Operand i of instruction j: in an exact kernel the value itself; else a float behind j's own barrier (nb_jit_keep with the zero
  * z * (j + 1), which the compiler can neither see nor prove equal to another instruction's),
  * so no two instructions share code that could be contracted differently; bools as they are. */
 static void opnd(nb__text *b, const nb_fkernel *k, int j, int i) {
     int v = k->instr[j].in[i];
     nb_dtype dt = nb__fk_dtype(k, v);
-    if (dt == NB_BOOL) nb__text_printf(b, "v%d", v);
+    if (dt == NB_BOOL || exact_kernel(k)) nb__text_printf(b, "v%d", v);
     else nb__text_printf(b, "nb_jit_keep_%s(v%d, z * %dull)", dt == NB_F32 ? "f" : "d", v, j + 1);
 }
 
@@ -297,6 +323,8 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
         blocked |= instr_ranged(&k->instr[j]);
     }
     nb__text b = {.libc = true};
+    /* GCC reads the first pragma, clang the second; both leave the prelude's functions as they are */
+    if (exact_kernel(k)) nb__text_printf(&b, "#pragma GCC optimize(\"fp-contract=off\")\n#pragma STDC FP_CONTRACT OFF\n");
     nb__text_printf(&b, "%s", keep_src);
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
     /* the loop's function takes its operands as restrict parameters (GCC honours restrict there,
