@@ -7,7 +7,11 @@
  * with its backward products dW = X^T G (X^T a transposed view) and
  * dX = G W^T (W^T a transposed view), B = 64, 128, 256; the CNN's
  * per-image convolution products (single-threaded in training: run them
- * with threads = 1, NB_BENCH_CPUTIME=1 on a loaded machine).
+ * with threads = 1, NB_BENCH_CPUTIME=1 on a loaded machine); the eight
+ * products of one training step of the MLP (784-256-128-10, batch 128,
+ * weights [out, in] as nn.Linear keeps them), in the layouts `nabla train`
+ * hands nb__gemm, with their sum: the GEMM time of one step, which no
+ * compiled step can go below (times 469 steps: one epoch's GEMMs).
  * Each entry is the median of `reps` timed repetitions (after one warm-up),
  * each repetition long enough (>= 30 ms) to swamp the clock; nabla and
  * OpenBLAS alternate within a repetition so both see the same machine noise
@@ -125,6 +129,13 @@ typedef struct shape {
     bool ta, tb; /* A (resp. B) is a transposed view of a row-major matrix */
 } shape;
 
+/* Is s one of the MLP training step's products (its name starts with "step ")? */
+static bool in_step(const shape *s) { return strncmp(s->name, "step ", 5) == 0; }
+
+typedef struct timing {
+    double nabla, blas; /* median seconds a call (blas 0 without OpenBLAS); nabla 0 when nothing was kept */
+} timing;
+
 typedef struct operands {
     nb_tensor *a, *b;       /* views as nb_matmul sees them */
     float *pa, *pb, *pc;    /* the stored matrices, for cblas */
@@ -193,8 +204,8 @@ static void settle(void) { nanosleep(&(struct timespec){.tv_nsec = 150000000}, N
 /* True when `threads` FMA loops now run at >= 90% of the reference peak. */
 static bool calm(const config *cfg) { return !cfg->quiet || fma_rate(cfg->threads, PROBE_ITERS) >= 0.9 * cfg->ref; }
 
-/* Time one shape and print its table row. */
-static void bench_shape(const shape *s, const config *cfg) {
+/* Time one shape, print its table row and return its median times. */
+static timing bench_shape(const shape *s, const config *cfg) {
     operands o = make(s);
     double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
     double tn[REPS_MAX], tb[REPS_MAX] = {0}, ratio[REPS_MAX] = {0};
@@ -217,10 +228,12 @@ static void bench_shape(const shape *s, const config *cfg) {
         }
     }
     printf("| %s | %lld x %lld x %lld ", s->name, (long long)s->m, (long long)s->n, (long long)s->k);
+    timing t = {0, 0};
     if (kept == 0) {
         printf("| - | - | - | - | - | 0/%d |\n", tries);
     } else {
-        double gn = flop / median(tn, kept) / 1e9, gb = tb[0] > 0 ? flop / median(tb, kept) / 1e9 : 0;
+        t = (timing){median(tn, kept), tb[0] > 0 ? median(tb, kept) : 0};
+        double gn = flop / t.nabla / 1e9, gb = t.blas > 0 ? flop / t.blas / 1e9 : 0;
         printf("| %.1f | %.0f%% | %.1f | %.0f%% | %.2f | %d/%d |\n", gn, 100 * gn / cfg->ref, gb,
                100 * gb / cfg->ref, median(ratio, kept), kept, tries);
     }
@@ -228,6 +241,7 @@ static void bench_shape(const shape *s, const config *cfg) {
     nb_release(o.a);
     nb_release(o.b);
     free(o.pc);
+    return t;
 }
 
 int main(int argc, char **argv) {
@@ -275,10 +289,30 @@ int main(int argc, char **argv) {
         {"conv1 fwd W cols", 32, 784, 9, false, false},   {"conv1 dW = G cols^T", 32, 9, 784, false, true},
         {"conv2 fwd W cols", 64, 196, 288, false, false}, {"conv2 dW = G cols^T", 64, 288, 196, false, true},
         {"conv2 dcols = W^T G", 288, 196, 64, true, false}, {"fc2 fwd, B=64", 64, 10, 128, false, false},
+        /* one MLP step, batch 128: forward X W1^T, H1 W2^T, H2 W3^T; backward dH2 = G3 W3, dW3 = G3^T H2,
+         * dH1 = G2 W2, dW2 = G2^T H1, dW1 = G1^T X (no dX: the input wants no gradient) */
+        {"step fc1 fwd", 128, 256, 784, false, true},  {"step fc2 fwd", 128, 128, 256, false, true},
+        {"step fc3 fwd", 128, 10, 128, false, true},   {"step fc3 dX", 128, 128, 10, false, false},
+        {"step fc3 dW", 10, 128, 128, true, false},    {"step fc2 dX", 128, 256, 128, false, false},
+        {"step fc2 dW", 128, 256, 128, true, false},   {"step fc1 dW", 256, 784, 128, true, false},
     };
     printf("| shape | M x N x K | nabla GFLOP/s | %% peak | OpenBLAS GFLOP/s | %% peak | nabla / OpenBLAS | reps kept |\n");
     printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (strstr(shapes[i].name, filter)) bench_shape(&shapes[i], &cfg);
+    double step_n = 0, step_b = 0;
+    int step_shapes = 0, step_timed = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        step_shapes += in_step(&shapes[i]);
+        if (!strstr(shapes[i].name, filter)) continue;
+        timing t = bench_shape(&shapes[i], &cfg);
+        if (in_step(&shapes[i]) && t.nabla > 0) {
+            step_timed++;
+            step_n += t.nabla;
+            step_b += t.blas;
+        }
+    }
+    if (step_timed == step_shapes) /* the sum of medians: each product timed hot, apart from the step */
+        printf("\nMLP step (batch 128, the eight \"step\" rows): nabla %.3f ms, OpenBLAS %.3f ms; "
+               "x 469 steps (one Fashion-MNIST epoch): nabla %.3f s, OpenBLAS %.3f s\n",
+               step_n * 1e3, step_b * 1e3, step_n * 469, step_b * 469);
     return 0;
 }
