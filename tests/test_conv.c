@@ -643,6 +643,18 @@ static void traced_conv_runs_the_kernels(void **state) {
             nb_graph *opt;
             assert_int_equal(nb__graph_optimize(f, &opt, NULL, NULL), NB_OK);
             assert_int_equal(count_op(opt, NB_OP_CONVOLUTION_BACKWARD), 1); /* the siblings merged */
+            /* the DOT labels say what each node holds: relu in the convolution (traced there, or
+             * folded in by the simplify pass), the merged outputs, the mask where traced fused */
+            char *dot = nb_graph_to_dot(opt), want[2][96];
+            assert_non_null(dot);
+            snprintf(want[0], sizeof want[0], "label=\"convolution+relu\\n");
+            snprintf(want[1], sizeof want[1], "label=\"convolution_backward(dx, dwi%s)%s\\n", db_node ? ", db" : "",
+                     fused ? " of relu" : "");
+            for (int i = 0; i < 2; i++) {
+                if (!strstr(dot, want[i])) fprintf(stderr, "missing '%s' in\n%s", want[i], dot);
+                assert_non_null(strstr(dot, want[i]));
+            }
+            nb_free_string(dot);
             nb_graph_release(opt);
             int nout = b ? 4 : 3;
             const char *names[4] = {"x", "r", "w", "b"};

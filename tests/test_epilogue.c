@@ -160,7 +160,7 @@ static void sequential_runs_layer_and_relu_as_one_op(void **state) {
         for (int i = 0; i < 6; i++) g[fused][i] = NBT(nb_grad(NBT(nb_module_param(s, i))));
     }
     for (int i = 0; i < 6; i++) nbt_assert_same_bits(g[1][i], g[0][i], "Sequential gradient");
-    /* traced: the fused Sequential has no relu node, the layer-by-layer version two */
+    /* traced: the fused Sequential has no relu node (its labels say "+relu"), the layer-by-layer version two */
     for (int fused = 0; fused < 2; fused++) {
         nb_graph *f = nb_graph_begin("cnn");
         nb_tensor *xi = nb_graph_input(f, "x", NB_F32, NB_SHAPE(5, 2, 6, 6));
@@ -169,6 +169,7 @@ static void sequential_runs_layer_and_relu_as_one_op(void **state) {
         char *dot = nb_graph_to_dot(f);
         assert_non_null(dot);
         assert_true((strstr(dot, "label=\"relu") != NULL) == !fused);
+        assert_true((strstr(dot, "+relu\\n") != NULL) == fused); /* the fused node's label says so */
         nb_free_string(dot);
         nb_graph_release(f);
     }

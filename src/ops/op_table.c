@@ -1,7 +1,10 @@
 /* op_table.c — the op table expanded from ops.def: names, kinds, derivative rules,
- * integer exactness and reduction starts, with the rows' consistency checked at build time. */
+ * integer exactness and reduction starts, with the rows' consistency checked at build time; and
+ * the label of an op node (its name and what its attrs fuse into it). */
 #include "ops.h"
 #include "../autograd/vjp.h"
+
+#include <stdio.h>
 
 #define NB_VJP_RULE(name) nb__vjp_##name
 #define NB_VJP_NONE(name) NULL
@@ -55,3 +58,20 @@ const nb_kind_impl *const nb__kinds[NB_KIND_COUNT] = {
     [NB_KIND_LINALG] = &nb__kind_linalg,         [NB_KIND_ATTENTION] = &nb__kind_attention,
     [NB_KIND_QUANT] = &nb__kind_quant,         [NB_KIND_CONV] = &nb__kind_conv,
 };
+
+const char *nb__op_label(nb_op op, const nb_attrs *a, char *buf, size_t n) {
+    const char *name = nb__ops[op].name;
+    if ((op == NB_OP_ADDMM || op == NB_OP_CONVOLUTION) && (a->sub & NB_SUB_RELU)) {
+        snprintf(buf, n, "%s+relu", name);
+    } else if (op == NB_OP_CONVOLUTION_BACKWARD) { /* its outputs in sub's bit order (convolution.c) */
+        static const char *const outs[3] = {"dx", "dwi", "db"};
+        char list[16] = "";
+        size_t len = 0;
+        for (int bit = 0; bit < 3; bit++)
+            if (a->sub & (1 << bit)) len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", outs[bit]);
+        snprintf(buf, n, "%s(%s)%s", name, list, a->sub & NB_SUB_CONVB_RELU ? " of relu" : "");
+    } else {
+        snprintf(buf, n, "%s", name);
+    }
+    return buf;
+}

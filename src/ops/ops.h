@@ -255,6 +255,11 @@ nb_tensor *nb__dense(nb_tensor *x);
 /** nb_attrs.sub of CONVOLUTION_BACKWARD: its 4th input y (the relu'd forward output) masks g —
  *  relu's derivative, g where y is nonzero (nb__relu_grad), taken as each image's g is read. */
 #define NB_SUB_CONVB_RELU 8
+/** The label of an op node with attrs a, into buf (n bytes; returns buf): the op's name, with
+ *  "+relu" where sub fuses relu into an ADDMM or CONVOLUTION, and a CONVOLUTION_BACKWARD's outputs
+ *  "(dx, dwi, db)" (those it has), then " of relu" when g is masked by the relu'd output.  For
+ *  DOT text and reports. */
+const char *nb__op_label(nb_op op, const nb_attrs *a, char *buf, size_t n);
 /** nb_addmm(c, a, b), and with relu its relu as the one ADDMM with NB_SUB_RELU (operands as
  *  nb_addmm's; scoped result, NULL with the error).  The product of linear and of the conv
  *  composite, relu'd for nb__linear_relu and nb__conv2d_relu. */
