@@ -875,6 +875,48 @@ enum { EDGE_OUTS = 8 };
  * = 1 / 0 makes the test insist) equal eager bit for bit: over inputs outside the ranged forms'
  * ranges, non-finite ones, signed zeros and subnormals, contiguous, transposed (strided) and
  * broadcast; and the report and stats say how each kernel ran. */
+/* Chains where a product meets an addition across two ops, or two transcendental forms read one
+ * value: each compiled kernel (barriers only where jit_source.c's needs_barrier puts them) equals
+ * the ops run one by one, bit for bit, where a fused multiply-add or shared code would not. */
+enum { CHAIN_OUTS = 8 };
+static void contraction_chains(nb_tensor *x, nb_tensor *y, nb_tensor **o) {
+    o[0] = nb_gelu(nb_add(nb_mul(x, 1.5), 0.5));
+    o[1] = nb_add(nb_exp(x), nb_mul(x, y));
+    o[2] = nb_add(nb_mul(nb_tanh(x), y), x);
+    o[3] = nb_add(nb_sigmoid(y), nb_neg(nb_mul(x, y)));
+    o[4] = nb_mul(nb_exp(x), nb_tanh(x));
+    o[5] = nb_add(nb_silu(x), y);
+    o[6] = nb_add(nb_maximum(nb_mul(x, y), nb_scalar(0.3, NB_F32)), nb_erf(x));
+    o[7] = nb_sub(nb_square(x), nb_exp(nb_mul(y, 0.25)));
+}
+
+static void contraction_sites_equal_eager(void **state) {
+    (void)state;
+    nb_graph *g = nb_graph_begin("chains");
+    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 64)));
+    nb_tensor *yg = NBT(nb_graph_input(g, "y", NB_F32, NB_SHAPE(nb_dim("B"), 64)));
+    nb_tensor *og[CHAIN_OUTS];
+    contraction_chains(xg, yg, og);
+    const char *names[CHAIN_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
+    for (int i = 0; i < CHAIN_OUTS; i++) assert_int_equal(nb_graph_output(g, names[i], og[i]), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    nb_manual_seed(21);
+    nb_tensor *args[2] = {NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), NB_F32), 2.0)),
+                          NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), NB_F32), 2.0))};
+    nb_tensor *eager[CHAIN_OUTS], *out[CHAIN_OUTS];
+    contraction_chains(args[0], args[1], eager);
+    assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args, CHAIN_OUTS, out), NB_OK);
+    for (int i = 0; i < CHAIN_OUTS; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "chain %d", i);
+        assert_true(same_bits(NBT(eager[i]), out[i], what));
+    }
+    nb_compiled_release(c);
+    nb_graph_release(g);
+}
+
 static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     (void)state;
     bool jit = strstr(nb_fusion_mode(), "compiled at run time") != NULL;
@@ -1021,6 +1063,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(in_place_never_over_a_broadcast_load, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(destinations_see_the_arguments_as_they_were, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(compiled_kernels_equal_eager_at_the_edges, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(contraction_sites_equal_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(ranged_forms_in_place, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
