@@ -12,6 +12,7 @@
 #include "compile.h"
 #include "../backend/backend.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -354,6 +355,8 @@ static int kernel_step_of(const nb_compiled *c, int32_t s, const nb_fstep **f, i
 
 /* Do two host tensors' elements share any bytes (their strided extents intersect)? */
 static bool overlaps(const nb_tensor *a, const nb_tensor *b) {
+    uintptr_t sa = (uintptr_t)a->storage->data, sb = (uintptr_t)b->storage->data; /* elements lie in storage */
+    if (sa + a->storage->nbytes <= sb || sb + b->storage->nbytes <= sa) return false;
     if (a->storage->data != b->storage->data && a->storage != b->storage) {
         int64_t alo, ahi, blo, bhi;
         if (!nb__numel(a) || !nb__numel(b)) return false;
