@@ -869,16 +869,32 @@ static void edge_ops(nb_tensor *x, nb_tensor *y, nb_tensor **out) {
     out[6] = nb_sub(nb_mul(nb_elu(x, 0.5), nb_tanh(x)), nb_square(nb_erf(x))); /* a product into a difference */
     out[7] = nb_add(nb_sigmoid(x), nb_silu(x));                    /* their slow forms beyond |x| = 86 */
 }
-enum { EDGE_OUTS = 8 };
+enum { XY_OUTS = 8 }; /* outputs of edge_ops and contraction_chains (compile_xy) */
 
 /* Elementwise kernels compiled at run time (nb_fusion_mode says whether they are; NB_TEST_EXPECT_JIT
  * = 1 / 0 makes the test insist) equal eager bit for bit: over inputs outside the ranged forms'
  * ranges, non-finite ones, signed zeros and subnormals, contiguous, transposed (strided) and
  * broadcast; and the report and stats say how each kernel ran. */
+/* The graph of x [B, n] f32 and y (dtype ydt, shape ysh, ndim yndim) with outputs o0 .. o7, ops'
+ * XY_OUTS results, in *gp; compiled. */
+static nb_compiled *compile_xy(const char *name, int64_t n, nb_dtype ydt, const int64_t *ysh, int yndim,
+                               void (*ops)(nb_tensor *, nb_tensor *, nb_tensor **), nb_graph **gp) {
+    nb_graph *g = *gp = nb_graph_begin(name);
+    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), n)));
+    nb_tensor *yg = NBT(nb_graph_input(g, "y", ydt, ysh, yndim));
+    nb_tensor *og[XY_OUTS];
+    ops(xg, yg, og);
+    const char *names[XY_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
+    for (int i = 0; i < XY_OUTS; i++) assert_int_equal(nb_graph_output(g, names[i], og[i]), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *c = nb_graph_compile(g, NB_CPU);
+    assert_non_null(c);
+    return c;
+}
+
 /* Chains where a product meets an addition across two ops, or two transcendental forms read one
  * value: each compiled kernel (barriers only where jit_source.c's needs_barrier puts them) equals
  * the ops run one by one, bit for bit, where a fused multiply-add or shared code would not. */
-enum { CHAIN_OUTS = 8 };
 static void contraction_chains(nb_tensor *x, nb_tensor *y, nb_tensor **o) {
     o[0] = nb_gelu(nb_add(nb_mul(x, 1.5), 0.5));
     o[1] = nb_add(nb_exp(x), nb_mul(x, y));
@@ -892,23 +908,15 @@ static void contraction_chains(nb_tensor *x, nb_tensor *y, nb_tensor **o) {
 
 static void contraction_sites_equal_eager(void **state) {
     (void)state;
-    nb_graph *g = nb_graph_begin("chains");
-    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 64)));
-    nb_tensor *yg = NBT(nb_graph_input(g, "y", NB_F32, NB_SHAPE(nb_dim("B"), 64)));
-    nb_tensor *og[CHAIN_OUTS];
-    contraction_chains(xg, yg, og);
-    const char *names[CHAIN_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
-    for (int i = 0; i < CHAIN_OUTS; i++) assert_int_equal(nb_graph_output(g, names[i], og[i]), NB_OK);
-    assert_int_equal(nb_graph_end(g), NB_OK);
-    nb_compiled *c = nb_graph_compile(g, NB_CPU);
-    assert_non_null(c);
+    nb_graph *g;
+    nb_compiled *c = compile_xy("chains", 64, NB_F32, NB_SHAPE(nb_dim("B"), 64), contraction_chains, &g);
     nb_manual_seed(21);
     nb_tensor *args[2] = {NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), NB_F32), 2.0)),
                           NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), NB_F32), 2.0))};
-    nb_tensor *eager[CHAIN_OUTS], *out[CHAIN_OUTS];
+    nb_tensor *eager[XY_OUTS], *out[XY_OUTS];
     contraction_chains(args[0], args[1], eager);
-    assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args, CHAIN_OUTS, out), NB_OK);
-    for (int i = 0; i < CHAIN_OUTS; i++) {
+    assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args, XY_OUTS, out), NB_OK);
+    for (int i = 0; i < XY_OUTS; i++) {
         char what[32];
         snprintf(what, sizeof what, "chain %d", i);
         assert_true(same_bits(NBT(eager[i]), out[i], what));
@@ -922,16 +930,8 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     bool jit = strstr(nb_fusion_mode(), "compiled at run time") != NULL;
     const char *expect = getenv("NB_TEST_EXPECT_JIT");
     if (expect) assert_int_equal(jit, strcmp(expect, "0") != 0);
-    nb_graph *g = nb_graph_begin("edges");
-    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 41)));
-    nb_tensor *yg = NBT(nb_graph_input(g, "y", NB_F64, NB_SHAPE(41)));
-    nb_tensor *og[EDGE_OUTS];
-    edge_ops(xg, yg, og);
-    const char *names[EDGE_OUTS] = {"o0", "o1", "o2", "o3", "o4", "o5", "o6", "o7"};
-    for (int i = 0; i < EDGE_OUTS; i++) assert_int_equal(nb_graph_output(g, names[i], og[i]), NB_OK);
-    assert_int_equal(nb_graph_end(g), NB_OK);
-    nb_compiled *c = nb_graph_compile(g, NB_CPU);
-    assert_non_null(c);
+    nb_graph *g;
+    nb_compiled *c = compile_xy("edges", 41, NB_F64, NB_SHAPE(41), edge_ops, &g);
     const float special[] = {-4.5f, -4.0f, -3.9999998f, -14.2f, -30.0f, 0x1p24f, -0x1.000002p24f, 3e30f, INFINITY,
                              -INFINITY, NAN, -0.0f, 0.0f, 0x1p-140f, -0x1p-130f, 1.0f, 88.8f, -104.0f, 44.5f, -86.5f};
     nb_manual_seed(11);
@@ -943,18 +943,18 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_tensor *xb = NBT(nb_broadcast_to(nb_slice(x, 1, 0, 1, 1), NB_SHAPE(300, 41))); /* stride 0 along rows */
     nb_tensor *args[3][2] = {{x, y}, {xt, y}, {xb, y}};
     for (int a = 0; a < 3; a++) {
-        nb_tensor *eager[EDGE_OUTS], *out[EDGE_OUTS];
+        nb_tensor *eager[XY_OUTS], *out[XY_OUTS];
         edge_ops(args[a][0], args[a][1], eager);
-        assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args[a], EDGE_OUTS, out), NB_OK);
-        for (int i = 0; i < EDGE_OUTS; i++) {
+        assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args[a], XY_OUTS, out), NB_OK);
+        for (int i = 0; i < XY_OUTS; i++) {
             char what[32];
             snprintf(what, sizeof what, "input %d output %d", a, i);
             assert_true(same_bits(NBT(eager[i]), out[i], what));
         }
         nb_compiled_stats st;
         assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
-        assert_int_equal(st.kernels, EDGE_OUTS); /* one per output (no sibling fusion) */
-        assert_int_equal(st.kernels_compiled, jit ? EDGE_OUTS : 0);
+        assert_int_equal(st.kernels, XY_OUTS); /* one per output (no sibling fusion) */
+        assert_int_equal(st.kernels_compiled, jit ? XY_OUTS : 0);
     }
     char *r = nb_compiled_report(c);
     assert_non_null(strstr(r, jit ? "the last run: code compiled at run time" : "the last run: the interpreter"));
@@ -963,7 +963,7 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_graph_release(g);
     /* in place: the result written over its own argument while the slow forms re-read it */
     g = nb_graph_begin("edges_in_place");
-    xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 41)));
+    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), 41)));
     assert_int_equal(nb_graph_output(g, "y", nb_add(nb_gelu(nb_add(nb_mul(xg, 1.5), 0.5)), nb_sin(xg))), NB_OK);
     assert_int_equal(nb_graph_end(g), NB_OK);
     c = nb_graph_compile(g, NB_CPU);
