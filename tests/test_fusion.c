@@ -875,12 +875,12 @@ enum { XY_OUTS = 8 }; /* outputs of edge_ops and contraction_chains (compile_xy)
  * = 1 / 0 makes the test insist) equal eager bit for bit: over inputs outside the ranged forms'
  * ranges, non-finite ones, signed zeros and subnormals, contiguous, transposed (strided) and
  * broadcast; and the report and stats say how each kernel ran. */
-/* The graph of x [B, n] f32 and y (dtype ydt, shape ysh, ndim yndim) with outputs o0 .. o7, ops'
- * XY_OUTS results, in *gp; compiled. */
-static nb_compiled *compile_xy(const char *name, int64_t n, nb_dtype ydt, const int64_t *ysh, int yndim,
+/* The graph of x [B, n] (dtype xdt) and y (dtype ydt, shape ysh, ndim yndim) with outputs o0 .. o7,
+ * ops' XY_OUTS results, in *gp; compiled. */
+static nb_compiled *compile_xy(const char *name, nb_dtype xdt, int64_t n, nb_dtype ydt, const int64_t *ysh, int yndim,
                                void (*ops)(nb_tensor *, nb_tensor *, nb_tensor **), nb_graph **gp) {
     nb_graph *g = *gp = nb_graph_begin(name);
-    nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("B"), n)));
+    nb_tensor *xg = NBT(nb_graph_input(g, "x", xdt, NB_SHAPE(nb_dim("B"), n)));
     nb_tensor *yg = NBT(nb_graph_input(g, "y", ydt, ysh, yndim));
     nb_tensor *og[XY_OUTS];
     ops(xg, yg, og);
@@ -893,8 +893,9 @@ static nb_compiled *compile_xy(const char *name, int64_t n, nb_dtype ydt, const 
 }
 
 /* Chains where a product meets an addition across two ops, or two transcendental forms read one
- * value: each compiled kernel (barriers only where jit_source.c's needs_barrier puts them) equals
- * the ops run one by one, bit for bit, where a fused multiply-add or shared code would not. */
+ * value: each compiled kernel (barriers only where jit_source.c's needs_barrier puts them), f32 and
+ * f64, equals the ops run one by one, bit for bit, where a fused multiply-add or shared code would
+ * not. */
 static void contraction_chains(nb_tensor *x, nb_tensor *y, nb_tensor **o) {
     o[0] = nb_gelu(nb_add(nb_mul(x, 1.5), 0.5));
     o[1] = nb_add(nb_exp(x), nb_mul(x, y));
@@ -906,23 +907,46 @@ static void contraction_chains(nb_tensor *x, nb_tensor *y, nb_tensor **o) {
     o[7] = nb_sub(nb_square(x), nb_exp(nb_mul(y, 0.25)));
 }
 
+/* Products that reach an addition through ops that pass a value on (where, abs of a square, a
+ * cast there and back, relu, a condition always true), which the compiler sees through or, in
+ * loops it does not vectorize (f64 forms call libm), turns into branches with the addition copied
+ * into each. */
+static void passthrough_chains(nb_tensor *x, nb_tensor *y, nb_tensor **o) {
+    nb_tensor *c = nb_gt(y, 0.0), *p = nb_where(c, nb_mul(x, y), y);
+    o[0] = nb_exp(nb_add(p, y));
+    o[1] = nb_sin(nb_sub(y, p));
+    o[2] = nb_pow(nb_abs(nb_add(p, y)), 1.5);
+    o[3] = nb_exp(nb_add(nb_cast(nb_cast(nb_mul(x, y), NB_F64), nb_dtype_of(x)), y));
+    o[4] = nb_exp(nb_add(nb_abs(nb_square(x)), y));
+    o[5] = nb_tanh(nb_add(nb_where(nb_logical_or(c, nb_logical_not(c)), nb_mul(x, y), y), y));
+    o[6] = nb_gelu(nb_sub(y, nb_abs(nb_square(x))));
+    o[7] = nb_tanh(nb_add(nb_relu(nb_mul(x, y)), y));
+}
+
 static void contraction_sites_equal_eager(void **state) {
     (void)state;
-    nb_graph *g;
-    nb_compiled *c = compile_xy("chains", 64, NB_F32, NB_SHAPE(nb_dim("B"), 64), contraction_chains, &g);
-    nb_manual_seed(21);
-    nb_tensor *args[2] = {NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), NB_F32), 2.0)),
-                          NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), NB_F32), 2.0))};
-    nb_tensor *eager[XY_OUTS], *out[XY_OUTS];
-    contraction_chains(args[0], args[1], eager);
-    assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args, XY_OUTS, out), NB_OK);
-    for (int i = 0; i < XY_OUTS; i++) {
-        char what[32];
-        snprintf(what, sizeof what, "chain %d", i);
-        assert_true(same_bits(NBT(eager[i]), out[i], what));
-    }
-    nb_compiled_release(c);
-    nb_graph_release(g);
+    void (*const sets[2])(nb_tensor *, nb_tensor *, nb_tensor **) = {contraction_chains, passthrough_chains};
+    for (int set = 0; set < 2; set++)
+        for (int dt = 0; dt < 2; dt++) {
+            nb_dtype d = dt ? NB_F64 : NB_F32;
+            nb_graph *g;
+            nb_compiled *c = compile_xy("chains", d, 64, d, NB_SHAPE(nb_dim("B"), 64), sets[set], &g);
+            nb_manual_seed(21);
+            nb_tensor *args[2] = {NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), d), 2.0)),
+                                  NBT(nb_mul(nb_randn(NB_SHAPE(257, 64), d), 2.0))};
+            nb_tensor *eager[XY_OUTS], *out[XY_OUTS];
+            sets[set](args[0], args[1], eager);
+            assert_int_equal(nb_compiled_run(c, 2, (const char *[]){"x", "y"}, args, XY_OUTS, out), NB_OK);
+            int bad = 0;
+            for (int i = 0; i < XY_OUTS; i++) {
+                char what[48];
+                snprintf(what, sizeof what, "set %d, %s, chain %d", set, nb_dtype_name(d), i);
+                bad += !same_bits(NBT(eager[i]), out[i], what);
+            }
+            assert_int_equal(bad, 0);
+            nb_compiled_release(c);
+            nb_graph_release(g);
+        }
 }
 
 static void compiled_kernels_equal_eager_at_the_edges(void **state) {
@@ -931,7 +955,7 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     const char *expect = getenv("NB_TEST_EXPECT_JIT");
     if (expect) assert_int_equal(jit, strcmp(expect, "0") != 0);
     nb_graph *g;
-    nb_compiled *c = compile_xy("edges", 41, NB_F64, NB_SHAPE(41), edge_ops, &g);
+    nb_compiled *c = compile_xy("edges", NB_F32, 41, NB_F64, NB_SHAPE(41), edge_ops, &g);
     const float special[] = {-4.5f, -4.0f, -3.9999998f, -14.2f, -30.0f, 0x1p24f, -0x1.000002p24f, 3e30f, INFINITY,
                              -INFINITY, NAN, -0.0f, 0.0f, 0x1p-140f, -0x1p-130f, 1.0f, 88.8f, -104.0f, 44.5f, -86.5f};
     nb_manual_seed(11);

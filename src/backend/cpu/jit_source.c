@@ -12,10 +12,12 @@
  *    exclusive-or of the bits with a zero the compiler cannot see, a
  *    different one per instruction) where the compiler could otherwise
  *    contract a multiplication of one op into an addition of the next as a
- *    fused multiply-add (eager rounds between ops), or share code between
- *    two instructions reading one value, which could change where it
- *    contracts inside one (needs_barrier).  gelu(x * 1.5 + 0.5) keeps one
- *    barrier of three, 1.29 against 1.17 ns an element with none.
+ *    fused multiply-add (eager rounds between ops) — also through ops that
+ *    hand a product on (where, relu, abs, neg, casts: may_be_product) —
+ *    or share code between two instructions reading one value, which could
+ *    change where it contracts inside one (needs_barrier).
+ *    gelu(x * 1.5 + 0.5) keeps one barrier of three, 1.29 against 1.17 ns
+ *    an element with none.
  *    A kernel whose every op is one correctly rounded operation or a
  *    selection (add, mul, div, sqrt, where, ...: exact_op) has nothing to
  *    contract inside an op, so it is compiled with contraction off instead
@@ -156,28 +158,39 @@ static bool exact_kernel(const nb_fkernel *k) {
     return true;
 }
 
-/* May op, reading a value, add it (so that a product there could become a fused multiply-add:
- * an addition, a negation, maximum / minimum's NaN sum, any op that is not exact)?  Selections
- * (where, relu) pass their operands' bits on and compute nothing with them. */
-static bool may_add(nb_op op) {
-    switch (op) {
-    case NB_OP_MUL: case NB_OP_DIV: case NB_OP_SQRT: case NB_OP_RSQRT: case NB_OP_RECIPROCAL: case NB_OP_SQUARE:
-    case NB_OP_ABS: case NB_OP_RELU: case NB_OP_CAST: case NB_OP_WHERE: case NB_OP_LOGICAL_AND:
-    case NB_OP_LOGICAL_OR: case NB_OP_LOGICAL_XOR: case NB_OP_LOGICAL_NOT: return false;
-    default: return compare_op(op) == NULL;
-    }
+/* Does op, reading a value, add it (so that a product there could become a fused multiply-add:
+ * an addition, a subtraction, maximum / minimum's NaN sum, any op that is not exact)? */
+static bool adds(nb_op op) {
+    return op == NB_OP_ADD || op == NB_OP_SUB || op == NB_OP_MAXIMUM || op == NB_OP_MINIMUM || !exact_op(op);
 }
 
-/* Does operand v of instruction j need j's barrier?  When it may be a product (computed in the
- * loop by a multiplication or by an op that is not exact) that j may add; and when j is not exact
- * and another instruction reads v too, whose code the compiler could otherwise share with j's
- * form.  Loads and UNIFORM values are no products: the loop reads them from memory. */
+/* Does op hand an operand's value on, so that the compiler may see a product through it: a
+ * selection (where, relu; in a loop it does not vectorize a branch, with the next op's addition
+ * copied into each arm), abs (dropped from a square), neg (a negated multiply-add), a cast (f32 to
+ * f64 and back is the identity)?  (maximum and minimum add: their operands get barriers.) */
+static bool passes_on(nb_op op) {
+    return op == NB_OP_WHERE || op == NB_OP_RELU || op == NB_OP_ABS || op == NB_OP_NEG || op == NB_OP_CAST;
+}
+
+/* May value v be a product the compiler can see: computed in the loop by a multiplication or an
+ * op that is not exact, or handed on (passes_on) from such a value without a barrier?  Loads and
+ * UNIFORM values are no products: the loop reads them from memory. */
+static bool may_be_product(const nb_fkernel *k, int v) {
+    if (v < k->nin || nb__fk_level(k, v) != NB_FL_FULL) return false;
+    const nb_finstr *I = &k->instr[v - k->nin];
+    if (I->op == NB_OP_MUL || I->op == NB_OP_SQUARE || !exact_op(I->op)) return true;
+    if (!passes_on(I->op)) return false;
+    for (int i = 0; i < 3; i++)
+        if (I->in[i] >= 0 && may_be_product(k, I->in[i])) return true;
+    return false;
+}
+
+/* Does operand v of instruction j need j's barrier?  When it may be a product (may_be_product)
+ * that j adds; and when j is not exact and another instruction reads v too, whose code the
+ * compiler could otherwise share with j's form. */
 static bool needs_barrier(const nb_fkernel *k, int j, int v) {
     const nb_finstr *I = &k->instr[j];
-    if (v >= k->nin && nb__fk_level(k, v) == NB_FL_FULL) {
-        nb_op p = k->instr[v - k->nin].op;
-        if ((p == NB_OP_MUL || p == NB_OP_SQUARE || !exact_op(p)) && may_add(I->op)) return true;
-    }
+    if (adds(I->op) && may_be_product(k, v)) return true;
     if (exact_op(I->op)) return false;
     for (int r = 0; r < k->ninstr; r++)
         if (r != j && k->instr[r].level == NB_FL_FULL)
