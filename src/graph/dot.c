@@ -1,8 +1,9 @@
 /*
  * dot.c — Graphviz DOT text of a traced graph (one node per graph node
- * labelled with its op (nb__op_label: with what it has fused) or name, the dtype and shape of each output with
- * symbolic dims by name, an edge per input, the outputs marked), and the
- * node / edge writers the compiled plan's DOT shares.
+ * labelled with its op, and what it has fused (nb__op_label), or its name;
+ * the dtype and shape of each output with symbolic dims by name, an edge
+ * per input, the outputs marked), and the node / edge writers the compiled
+ * plan's DOT shares.
  */
 #include "graph.h"
 
@@ -24,7 +25,8 @@ static const char *KIND_LABEL[NB_GNODE_KIND_COUNT] = {"input", "param", "const",
 void nb__dot_node(nb__text *b, const nb_graph *g, int32_t id, const char *extra) {
     const nb_gnode *nd = &g->nodes[id];
     char nm[128];
-    if (nd->kind == NB_GNODE_OP) nb__text_printf(b, "  n%d [label=\"%s", (int)id, nb__op_label(nd->op, &nd->attrs, nm, sizeof nm));
+    if (nd->kind == NB_GNODE_OP)
+        nb__text_printf(b, "  n%d [label=\"%s", (int)id, nb__op_label(nd->op, &nd->attrs, nm, sizeof nm));
     else
         nb__text_printf(b, "  n%d [shape=box, label=\"%s%s%s", (int)id, KIND_LABEL[nd->kind], nd->name ? " " : "",
                         nb__dot_escape(nm, nd->name));

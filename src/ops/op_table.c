@@ -68,7 +68,8 @@ const char *nb__op_label(nb_op op, const nb_attrs *a, char *buf, size_t n) {
         char list[16] = "";
         size_t len = 0;
         for (int bit = 0; bit < 3; bit++)
-            if (a->sub & (1 << bit)) len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", outs[bit]);
+            if (a->sub & (1 << bit))
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "", outs[bit]);
         snprintf(buf, n, "%s(%s)%s", name, list, a->sub & NB_SUB_CONVB_RELU ? " of relu" : "");
     } else {
         snprintf(buf, n, "%s", name);

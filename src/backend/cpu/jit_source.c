@@ -370,7 +370,8 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
     }
     nb__text b = {.libc = true};
     /* GCC reads the first pragma, clang the second; both leave the prelude's functions as they are */
-    if (exact_kernel(k)) nb__text_printf(&b, "#pragma GCC optimize(\"fp-contract=off\")\n#pragma STDC FP_CONTRACT OFF\n");
+    if (exact_kernel(k))
+        nb__text_printf(&b, "#pragma GCC optimize(\"fp-contract=off\")\n#pragma STDC FP_CONTRACT OFF\n");
     nb__text_printf(&b, "%s", keep_src);
     for (int j = 0; j < k->ninstr; j++) emit_ranged_fns(&b, k, j);
     /* the loop's function takes its operands as restrict parameters (GCC honours restrict there,
