@@ -294,9 +294,8 @@ static inline float nb_log1pf(float x) {
  * Both come from the Gaussian tail Q(a) = Phi(-a) = erfc(a/sqrt2)/2 (so
  * erfc(z) = 2 Q(z sqrt2)), written e^{-a^2/2} R(a) with R(a) = erfcx(a/sqrt2)/2
  * smooth: 1/2 at 0, 0.07 at 5.75, ~1/(a sqrt(2 pi)) beyond.  e^{-a^2/2} needs
- * a^2 without rounding: the caller passes a^2/2 as h + l, from its argument
- * with the low 12 mantissa bits cleared (nb_vm_high_half; its square is
- * exact) and the rest.  (erf passes z^2 from z itself with a = z sqrt2
+ * a^2 without rounding: the caller passes a^2/2 as h + l (nb_vm_square_split).
+ * (erf passes z^2 from z itself with a = z sqrt2
  * rounded: that rounding moves R by under 2^-24 relative, which the absolute
  * accuracy its tail needs absorbs.)
  *
@@ -307,11 +306,16 @@ static inline float nb_log1pf(float x) {
  * Relative error 2^-25.2 on [0, 4], where gelu's left side needs Q to relative
  * accuracy; beyond 4 only Q's absolute error counts (gelu's right side, erf's
  * tail), and the fit bounds the relative error by 2^-25.2 / (16 Q).  The
- * common scale of N and D (N(0) = 13/16, D(0) = 13/8) moves their values
+ * common scale of N and D (N(0) = 1/2, D(0) = 1) moves their values
  * within their binades; it is the one of ten tried (1 to 31/16) whose float
- * evaluation gave nb_geluf the smallest measured error.  e^{-a^2/2} = 2^n e^r
- * from the ln2 reduction; e^r N = N + N (e^r - 1) is one rounding.  Q > 2^-28
- * there, so 2^n is one exact scaling.
+ * evaluation, in the order below, gave nb_geluf the smallest measured error
+ * with and without FMA.  e^{-a^2/2} = 2^n e^r
+ * by nb_vm_reduce_ln2's steps in another order, for a shorter chain of
+ * dependent operations: n is chosen from h alone, and l joins n's second ln2
+ * part in a chain of its own; R's division runs meanwhile.  Then e^r R =
+ * R + R (e^r - 1) is one rounding, and Q > 2^-28 is normal, so 2^n is one
+ * addition to its exponent field.  (With the division last and the float
+ * clamp of nb_vm_abs_min's comment, gelu took 1.35x as long.)
  *
  * nb_vm_erfc_tail: erfc(a) = e^{-a^2} t P(t - 0.58) with t = 1 / (1 + a/2) (the
  * change of variable of Numerical Recipes' erfcc; P of degree 10 is our fit
@@ -320,17 +324,21 @@ static inline float nb_log1pf(float x) {
  * would carry its rounding into P at 2x). */
 
 static inline float nb_vm_gauss_tail(float a, float h, float l) {
-    float n = 1.93326976e-2f;
-    n = n * a + 1.56455636e-1f;
-    n = n * a + 5.17586350e-1f;
-    n = n * a + 0.8125f;
-    float d = 4.85238135e-2f;
-    d = d * a + 3.90740603e-1f;
-    d = d * a + 1.36088109f;
-    d = d * a + 2.33173394f;
-    d = d * a + 1.625f;
-    nb_vm_ln2_split s = nb_vm_reduce_ln2(-h, -l);
-    return (n * nb_vm_expm1_poly(s.r) + n) / d * nb_pow2i(s.n);
+    float n = 1.18970443e-2f;
+    n = n * a + 9.62803885e-2f;
+    n = n * a + 3.18514675e-1f;
+    n = n * a + 0.5f;
+    float d = 2.98608076e-2f;
+    d = d * a + 2.40455747e-1f;
+    d = d * a + 8.37465227e-1f;
+    d = d * a + 1.43491328f;
+    d = d * a + 1.0f;
+    float q = n / d;
+    const float magic = 12582912.0f; /* as in nb_vm_reduce_ln2, with n chosen from h alone */
+    float t = h * -1.44269504088896341f + magic;
+    float k = t - magic;
+    float r = (-h - k * 0.693359375f) - (k * -2.12194440e-4f + l);
+    return nb_vm_scale_normal(q * nb_vm_expm1_poly(r) + q, (int32_t)(nb_vm_bits(t) - 0x4B400000u)); /* GCC: modular */
 }
 
 static inline nb_vm_exp_parts nb_vm_erfc_tail(float a, float h, float l) {
@@ -354,11 +362,37 @@ static inline nb_vm_exp_parts nb_vm_erfc_tail(float a, float h, float l) {
 /* a with its low 12 mantissa bits cleared: its square is exact. */
 static inline float nb_vm_high_half(float a) { return nb_vm_float(nb_vm_bits(a) & 0xfffff000u); }
 
+/* s a^2 as an unevaluated sum h + l, exactly (s = 1/2 or 1, a >= 0 and s a
+ * normal or 0): h = (s a) a rounded and l its error by one FMA where the
+ * target has it, else from a's high half (square exact) and the rest. */
+typedef struct nb_vm_sum {
+    float h, l;
+} nb_vm_sum;
+
+static inline nb_vm_sum nb_vm_square_split(float a, float s) {
+#ifdef __FMA__
+    float sa = s * a, h = sa * a;
+    return (nb_vm_sum){h, __builtin_fmaf(sa, a, -h)};
+#else
+    float ah = nb_vm_high_half(a);
+    return (nb_vm_sum){s * (ah * ah), s * ((a - ah) * (a + ah))};
+#endif
+}
+
+/* min(|x|, c) for c positive and finite (NaN gives c), as an integer
+ * minimum of the bits.  The float form (a > c ? c : a) lets GCC thread the
+ * clamped case through the caller and blend every intermediate with its
+ * constant (seven blends in gelu, 20 % of its time). */
+static inline float nb_vm_abs_min(float x, float c) {
+    uint32_t a = nb_vm_bits(x) & 0x7fffffffu, b = nb_vm_bits(c);
+    return nb_vm_float(a < b ? a : b);
+}
+
 /* erf: x + x P(x^2) for |x| < 0.9 (P of degree 6, our fit, relative error
  * 2^-30; the 1 of 2/sqrt(pi) = 1.128... kept apart, as a float 2/sqrt(pi)
  * alone is off by 2^-24.2), else ±(1 - 2 Q(|x| sqrt2)) with |x| clamped to 4
- * (erf rounds to ±1 from 3.92 on).  Max error over every input 1.2 ulp with
- * FMA, 1.4 without (near 0.93: 2Q's rounding errors); erf(-0) = -0, ±1 at
+ * (erf rounds to ±1 from 3.92 on).  Max error over every input 1.3 ulp with
+ * FMA, 1.5 without (near 0.93: 2Q's rounding errors); erf(-0) = -0, ±1 at
  * ±inf, NaN passes. */
 static inline float nb_erff(float x) {
     float z = x * x;
@@ -369,11 +403,10 @@ static inline float nb_erff(float x) {
     p = p * z + 1.1283624e-1f;
     p = p * z - 3.761263e-1f;
     p = p * z + 1.2837917e-1f;
-    float a = __builtin_fabsf(x);
-    a = a > 4.0f ? 4.0f : a;
-    float ah = nb_vm_high_half(a);
-    float tail = 1.0f - 2.0f * nb_vm_gauss_tail(a * 1.41421356237309505f, ah * ah, (a - ah) * (a + ah));
-    return __builtin_fabsf(x) < 0.9f ? x + x * p : __builtin_copysignf(tail, x);
+    float a = nb_vm_abs_min(x, 4.0f);
+    nb_vm_sum a2 = nb_vm_square_split(a, 1.0f);
+    float tail = 1.0f - 2.0f * nb_vm_gauss_tail(a * 1.41421356237309505f, a2.h, a2.l);
+    return !(__builtin_fabsf(x) >= 0.9f) ? x + x * p : __builtin_copysignf(tail, x); /* NaN: x + x p */
 }
 
 /* gelu (exact erf form, PyTorch's default) = x Phi(x) = max(x, 0) - |x| Q(|x|):
@@ -382,17 +415,15 @@ static inline float nb_erff(float x) {
  * x = -5.7 on), and x - x Q(x) above, one fused step where the target has FMA.
  * For x >= NB_VM_GELU_MIN only (and +inf): |x| is clamped to 5.75, beyond
  * which x Q(x) < ulp(x)/16 and the result rounds to x.  Max error over every
- * input of the range 5.0 ulp with FMA, 5.5 without, in the left side (the
+ * input of the range 4.9 ulp with FMA, 5.8 without, in the left side (the
  * rounding errors of N, D and e^r add up); gelu(-0) = -0.  The kernels give
  * smaller inputs, -inf and NaN to nb_gelu_erfcf (see kern_template.c). */
 #define NB_VM_GELU_MIN (-4.0f)
 
 static inline float nb_geluf(float x) {
-    float a = __builtin_fabsf(x);
-    a = a > 5.75f ? 5.75f : a;
-    float ah = nb_vm_high_half(a);
-    float q = nb_vm_gauss_tail(a, 0.5f * (ah * ah), 0.5f * ((a - ah) * (a + ah)));
-    return (x < 0.0f ? 0.0f : x) - a * q;
+    float a = nb_vm_abs_min(x, 5.75f);
+    nb_vm_sum a2 = nb_vm_square_split(a, 0.5f);
+    return (x < 0.0f ? 0.0f : x) - a * nb_vm_gauss_tail(a, a2.h, a2.l);
 }
 
 /* gelu for every x through nb_vm_erfc_tail (the kernels' slow form):
