@@ -5,10 +5,10 @@ N has degree 3 and D degree 4, with N(0) = c/2 and D(0) = c.  The common scale c
 it moves the values of N and D within their binades, which changes the rounding error of
 their float evaluation, not the quotient; vmath.h uses c = 1, the one of 1, 9/8, 5/4,
 11/8, 3/2, 13/8, 7/4, 29/16, 15/8 and 31/16 whose float evaluation in nb_geluf (R = N/D
-first, then R e^r) measured the smallest maximum error (the larger of with and without FMA).  Minimized: the maximum relative error on
-[0, TL] (gelu's left side needs Phi(-a) to relative accuracy there) and, on (TL, TR],
-the relative error times min(1, 16 Phi(-a)) (there only Phi(-a)'s absolute error counts:
-gelu's right side and erf's tail).
+first, then R e^r) measured the smallest maximum error (the larger of with and without
+FMA).  Minimized: the maximum relative error on [0, TL] (gelu's left side needs Phi(-a)
+to relative accuracy there) and, on (TL, TR], the relative error times min(1, 16 Phi(-a))
+(there only Phi(-a)'s absolute error counts: gelu's right side and erf's tail).
 
 Method: Sanathanan-Koerner linearization (N - R D = 0 weighted by 1 / (|D_prev| R)) on
 20000 Chebyshev points, with Lawson's iteratively reweighted least squares toward the

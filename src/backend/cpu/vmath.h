@@ -62,14 +62,21 @@ typedef struct nb_vm_ln2_split {
     int32_t n; /* the power of two */
 } nb_vm_ln2_split;
 
+#define NB_VM_LOG2E 1.44269504088896341f
+#define NB_VM_LN2_HI 0.693359375f     /* 9 bits: n NB_VM_LN2_HI is exact */
+#define NB_VM_LN2_LO (-2.12194440e-4f) /* ln2 - NB_VM_LN2_HI */
+#define NB_VM_ROUND_MAGIC 12582912.0f  /* 1.5 * 2^23, bits 0x4B400000 */
+
+/* The integer n held by t = n + NB_VM_ROUND_MAGIC. */
+static inline int32_t nb_vm_magic_int(float t) { return (int32_t)(nb_vm_bits(t) - 0x4B400000u); /* GCC: modular */ }
+
 static inline nb_vm_ln2_split nb_vm_reduce_ln2(float hi, float lo) {
-    const float magic = 12582912.0f; /* 1.5 * 2^23, bits 0x4B400000 */
-    float t = (hi + lo) * 1.44269504088896341f + magic;
-    float n = t - magic;
-    float r = hi - n * 0.693359375f;
+    float t = (hi + lo) * NB_VM_LOG2E + NB_VM_ROUND_MAGIC;
+    float n = t - NB_VM_ROUND_MAGIC;
+    float r = hi - n * NB_VM_LN2_HI;
     r = r + lo;
-    r = r - n * -2.12194440e-4f;
-    return (nb_vm_ln2_split){r, (int32_t)(nb_vm_bits(t) - 0x4B400000u)}; /* GCC: modular */
+    r = r - n * NB_VM_LN2_LO;
+    return (nb_vm_ln2_split){r, nb_vm_magic_int(t)};
 }
 
 /* e^r - 1 for |r| <= ln2/2 (Cephes expf's polynomial). */
@@ -246,10 +253,10 @@ static inline float nb_vm_log1p_reduced(float f, float e) {
     p = p * f + 3.333333e-1f;
     float f2 = f * f;
     float y = f * f2 * p;
-    y = y + e * -2.12194440e-4f;
+    y = y + e * NB_VM_LN2_LO;
     y = y - 0.5f * f2;
     y = f + y;
-    return y + e * 0.693359375f;
+    return y + e * NB_VM_LN2_HI;
 }
 
 /* The exponent e of u = 2^e m, m in [sqrt(1/2), sqrt(2)), and m - 1;
@@ -294,8 +301,8 @@ static inline float nb_log1pf(float x) {
  * Both come from the Gaussian tail Q(a) = Phi(-a) = erfc(a/sqrt2)/2 (so
  * erfc(z) = 2 Q(z sqrt2)), written e^{-a^2/2} R(a) with R(a) = erfcx(a/sqrt2)/2
  * smooth: 1/2 at 0, 0.07 at 5.75, ~1/(a sqrt(2 pi)) beyond.  e^{-a^2/2} needs
- * a^2 without rounding: the caller passes a^2/2 as h + l (nb_vm_square_split).
- * (erf passes z^2 from z itself with a = z sqrt2
+ * a^2 without rounding: the caller passes a^2/2 as h + l
+ * (nb_vm_square_split).  (erf passes z^2 from z itself with a = z sqrt2
  * rounded: that rounding moves R by under 2^-24 relative, which the absolute
  * accuracy its tail needs absorbs.)
  *
@@ -309,10 +316,10 @@ static inline float nb_log1pf(float x) {
  * common scale of N and D (N(0) = 1/2, D(0) = 1) moves their values
  * within their binades; it is the one of ten tried (1 to 31/16) whose float
  * evaluation, in the order below, gave nb_geluf the smallest measured error
- * with and without FMA.  e^{-a^2/2} = 2^n e^r
- * by nb_vm_reduce_ln2's steps in another order, for a shorter chain of
- * dependent operations: n is chosen from h alone, and l joins n's second ln2
- * part in a chain of its own; R's division runs meanwhile.  Then e^r R =
+ * with and without FMA.  e^{-a^2/2} = 2^n e^r by nb_vm_reduce_ln2's steps in
+ * another order, for a shorter chain of dependent operations: n is chosen
+ * from h alone, and l joins n's second ln2 part in a chain of its own; R's
+ * division runs meanwhile.  Then e^r R =
  * R + R (e^r - 1) is one rounding, and Q > 2^-28 is normal, so 2^n is one
  * addition to its exponent field.  (With the division last and the float
  * clamp of nb_vm_abs_min's comment, gelu took 1.35x as long.)
@@ -334,11 +341,10 @@ static inline float nb_vm_gauss_tail(float a, float h, float l) {
     d = d * a + 1.43491328f;
     d = d * a + 1.0f;
     float q = n / d;
-    const float magic = 12582912.0f; /* as in nb_vm_reduce_ln2, with n chosen from h alone */
-    float t = h * -1.44269504088896341f + magic;
-    float k = t - magic;
-    float r = (-h - k * 0.693359375f) - (k * -2.12194440e-4f + l);
-    return nb_vm_scale_normal(q * nb_vm_expm1_poly(r) + q, (int32_t)(nb_vm_bits(t) - 0x4B400000u)); /* GCC: modular */
+    float t = h * -NB_VM_LOG2E + NB_VM_ROUND_MAGIC; /* nb_vm_reduce_ln2(-h, -l) in another order */
+    float k = t - NB_VM_ROUND_MAGIC;
+    float r = (-h - k * NB_VM_LN2_HI) - (k * NB_VM_LN2_LO + l);
+    return nb_vm_scale_normal(q * nb_vm_expm1_poly(r) + q, nb_vm_magic_int(t));
 }
 
 static inline nb_vm_exp_parts nb_vm_erfc_tail(float a, float h, float l) {
@@ -434,10 +440,9 @@ static inline float nb_geluf(float x) {
  * 5.6 without); gelu(-0) = -0, gelu(x <= -14.1) = -0, gelu(-inf) = NaN
  * (-inf * 0, as ops.def and PyTorch), NaN passes. */
 static inline float nb_gelu_erfcf(float x) {
-    float ax = __builtin_fabsf(x);
-    ax = ax > 14.85f ? 14.85f : ax;
-    float xh = nb_vm_high_half(ax);
-    nb_vm_exp_parts e = nb_vm_erfc_tail(ax * 0.70710678118654752f, 0.5f * (xh * xh), 0.5f * ((ax - xh) * (ax + xh)));
+    float ax = nb_vm_abs_min(x, 14.85f);
+    nb_vm_sum x2 = nb_vm_square_split(ax, 0.5f);
+    nb_vm_exp_parts e = nb_vm_erfc_tail(ax * 0.70710678118654752f, x2.h, x2.l);
     float left = nb_vm_ldexp(-0.5f * ax * e.p, e.n) + 0.0f * x; /* NaN at -inf, as -inf * 0 */
     return x < 0.0f ? left : x * (1.0f - 0.5f * nb_vm_ldexp(e.p, e.n));
 }
