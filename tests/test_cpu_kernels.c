@@ -225,8 +225,8 @@ static void transcendental_ulp(void **state) {
     if (bad) fail();
 }
 
-/* The forms of exp, tanh, sigmoid and silu for normal results (one
- * exponent-field addition, no clamp) are their general functions bit for bit
+/* The forms of exp, tanh, sigmoid, silu and gelu_tanh for normal results
+ * (one exponent-field addition, no clamp) are their general functions bit for bit
  * on the range the kernels give them (f32_forms.h's range test, used here as
  * the kernels use it), which is what lets the kernels split inputs between
  * them: every 97th float of each range (every one under
@@ -241,6 +241,7 @@ NORMAL_FORM_CASE(EXP)
 NORMAL_FORM_CASE(TANH)
 NORMAL_FORM_CASE(SIGMOID)
 NORMAL_FORM_CASE(SILU)
+NORMAL_FORM_CASE(GELU_TANH)
 
 static void normal_forms_equal_the_functions(void **state) {
     (void)state;
@@ -256,7 +257,9 @@ static void normal_forms_equal_the_functions(void **state) {
                  {"tanh", in_range_TANH, form_TANH, slow_TANH, -NB_VM_TANH_MAX, NB_VM_TANH_MAX, 2200000000},
                  {"sigmoid", in_range_SIGMOID, form_SIGMOID, slow_SIGMOID, -NB_VM_SIGMOID_MAX, NB_VM_SIGMOID_MAX,
                   2200000000},
-                 {"silu", in_range_SILU, form_SILU, slow_SILU, -NB_VM_SIGMOID_MAX, NB_VM_SIGMOID_MAX, 2200000000}};
+                 {"silu", in_range_SILU, form_SILU, slow_SILU, -NB_VM_SIGMOID_MAX, NB_VM_SIGMOID_MAX, 2200000000},
+                 {"gelu_tanh", in_range_GELU_TANH, form_GELU_TANH, slow_GELU_TANH, -NB_VM_GELU_TANH_MAX,
+                  NB_VM_GELU_TANH_MAX, 2180000000}};
     assert_true(isnormal(nb_expf_normal(NB_VM_EXP_MIN)) && isnormal(nb_expf_normal(NB_VM_EXP_MAX)));
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int64_t checked = 0, differ = 0;

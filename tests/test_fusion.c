@@ -867,7 +867,7 @@ static void edge_ops(nb_tensor *x, nb_tensor *y, nb_tensor **out) {
     out[4] = nb_logical_or(nb_logical_and(nb_ne(x, 0.0), nb_lt(x, 1.0)), nb_logical_not(nb_cast(x, NB_BOOL)));
     out[5] = nb_mul(nb_leaky_relu(nb_clamp(x, -3.0, 2.0), 0.25), nb_softplus(x, 2.0, 10.0));
     out[6] = nb_sub(nb_mul(nb_elu(x, 0.5), nb_tanh(x)), nb_square(nb_erf(x))); /* a product into a difference */
-    out[7] = nb_add(nb_sigmoid(x), nb_silu(x));                    /* their slow forms beyond |x| = 86 */
+    out[7] = nb_add(nb_add(nb_sigmoid(x), nb_silu(x)), nb_gelu_tanh(x)); /* slow forms beyond |x| = 86, 9 */
 }
 enum { XY_OUTS = 8 }; /* outputs of edge_ops and contraction_chains (compile_xy) */
 
@@ -957,7 +957,8 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_graph *g;
     nb_compiled *c = compile_xy("edges", NB_F32, 41, NB_F64, NB_SHAPE(41), edge_ops, &g);
     const float special[] = {-4.5f, -4.0f, -3.9999998f, -14.2f, -30.0f, 0x1p24f, -0x1.000002p24f, 3e30f, INFINITY,
-                             -INFINITY, NAN, -0.0f, 0.0f, 0x1p-140f, -0x1p-130f, 1.0f, 88.8f, -104.0f, 44.5f, -86.5f};
+                             -INFINITY, NAN, -0.0f, 0.0f, 0x1p-140f, -0x1p-130f, 1.0f, 88.8f, -104.0f, 44.5f, -86.5f,
+                             9.0f, -9.000001f};
     nb_manual_seed(11);
     nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(300, 41), NB_F32), 3.0)); /* about 10% below -4 */
     float *xp = nb_data_ptr(x);
@@ -1007,7 +1008,7 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
  * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
 static void ranged_forms_in_place(void **state) {
     (void)state;
-    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu, nb_exp, nb_tanh, nb_gelu, nb_sin};
+    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu, nb_exp, nb_tanh, nb_gelu, nb_gelu_tanh, nb_sin};
     const float special[] = {INFINITY, -INFINITY, NAN, 90.0f, -87.0f, -86.5f, 86.5f, -104.0f, 3e30f, -5.0f};
     nb_manual_seed(12);
     nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(3000), NB_F32), 20.0));

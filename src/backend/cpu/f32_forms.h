@@ -77,7 +77,8 @@
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
 #define F32_UNARY_ELU(V, expr) F32_PLAIN(V, nb_eluf(x, p0d))
 #define F32_UNARY_GELU(V, expr) F32_RANGE(V, nb_geluf(x), x >= NB_VM_GELU_MIN, nb_gelu_erfcf(x))
-#define F32_UNARY_GELU_TANH(V, expr) F32_PLAIN(V, nb_gelu_tanhf(x))
+/* gelu_tanh where its sigmoid's exponential is normal */
+#define F32_UNARY_GELU_TANH(V, expr) F32_RANGE(V, nb_gelu_tanhf_normal(x), __builtin_fabsf(x) <= NB_VM_GELU_TANH_MAX, nb_gelu_tanhf(x))
 #define F32_UNARY_SILU(V, expr) F32_RANGE(V, nb_siluf_normal(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX, nb_siluf(x))
 #define F32_UNARY_SOFTPLUS(V, expr) F32_PLAIN(V, nb_softplusf(x, p0d, p1d))
 #define F32_UNARY_ERF(V, expr) F32_PLAIN(V, nb_erff(x))

@@ -213,14 +213,19 @@ static inline float nb_vm_mul_sigmoid(float m, float vhi, float vlo) {
  * there: v's low part changes only the sign of a zero reduced argument,
  * which e^r = 1 ignores, and each of that function's scalings by a power of
  * two is exact because every value it scales is normal (|m| 2^(n/2) p >=
- * 0.35 2^-62 0.7 wherever n != 0) or, where n = 0, not scaled. */
+ * 0.35 2^-62 0.7 wherever n != 0) or, where n = 0, not scaled.
+ * nb_vm_mul_sigmoid_scaled is the formula given e = p 2^n and v's sign; with
+ * e = e^{-|vhi + vlo|} it is nb_vm_mul_sigmoid(m, vhi, vlo) bit for bit on the
+ * same range, by the same argument. */
 #define NB_VM_SIGMOID_MAX (-NB_VM_EXP_MIN)
 
-static inline float nb_vm_mul_sigmoid_normal(float m, float v) {
-    nb_vm_exp_parts e = nb_vm_exp_split_unclamped(-__builtin_fabsf(v), -0.0f);
-    bool neg = v < 0.0f;
+static inline float nb_vm_mul_sigmoid_scaled(float m, bool neg, nb_vm_exp_parts e) { /* neg: v < 0 */
     float y = (neg ? m * e.p : m) / (1.0f + nb_vm_scale_normal(e.p, e.n));
     return neg ? nb_vm_scale_normal(y, e.n) : y;
+}
+
+static inline float nb_vm_mul_sigmoid_normal(float m, float v) {
+    return nb_vm_mul_sigmoid_scaled(m, v < 0.0f, nb_vm_exp_split_unclamped(-__builtin_fabsf(v), -0.0f));
 }
 
 /* sigmoid(x) = 1 / (1 + e^{-x}).  Max error 2.3 ulp; 0.5 at ±0, 1 at +inf,
@@ -455,11 +460,15 @@ typedef struct nb_vm_split2 {
     float hi, lo;
 } nb_vm_split2;
 
+static inline nb_vm_split2 nb_vm_split_pair(double v) {
+    float hi = (float)v;
+    return (nb_vm_split2){hi, (float)(v - (double)hi)};
+}
+
 static inline nb_vm_split2 nb_vm_split_double(double v) {
     v = v > 200.0 ? 200.0 : v;
     v = v < -200.0 ? -200.0 : v;
-    float hi = (float)v;
-    return (nb_vm_split2){hi, (float)(v - (double)hi)};
+    return nb_vm_split_pair(v);
 }
 
 /* gelu, tanh approximation: 0.5 x (1 + tanh(u)) = x / (1 + e^{-2u}),
@@ -468,10 +477,27 @@ static inline nb_vm_split2 nb_vm_split_double(double v) {
  * cancellation for x << 0 either.  Max error 3.1 ulp; gelu_tanh(-0) = -0,
  * -0 from x = -10.3 down, gelu_tanh(-inf) = NaN (as ops.def and PyTorch),
  * NaN passes. */
-static inline float nb_gelu_tanhf(float x) {
+static inline double nb_vm_gelu_tanh_arg(float x) { /* 2u */
     double xd = (double)x;
-    nb_vm_split2 v = nb_vm_split_double(xd * (1.5957691216057308 + 0.07135481627260025 * xd * xd));
+    return xd * (1.5957691216057308 + 0.07135481627260025 * xd * xd);
+}
+
+static inline float nb_gelu_tanhf(float x) {
+    nb_vm_split2 v = nb_vm_split_double(nb_vm_gelu_tanh_arg(x));
     return nb_vm_mul_sigmoid(x, v.hi, v.lo);
+}
+
+/* gelu_tanh for |x| <= NB_VM_GELU_TANH_MAX, where |2u| <= 66.4: inside
+ * sigmoid's normal range, with |x| <= |2u|, so nb_vm_mul_sigmoid_scaled is
+ * nb_gelu_tanhf bit for bit there (every float of the range checked,
+ * tests/test_cpu_kernels.c), without the clamps and the two-factor scalings;
+ * the kernels give other inputs to nb_gelu_tanhf. */
+#define NB_VM_GELU_TANH_MAX 9.0f
+
+static inline float nb_gelu_tanhf_normal(float x) {
+    nb_vm_split2 v = nb_vm_split_pair(nb_vm_gelu_tanh_arg(x));
+    bool neg = v.hi < 0.0f;
+    return nb_vm_mul_sigmoid_scaled(x, neg, nb_vm_exp_split_unclamped(neg ? v.hi : -v.hi, neg ? v.lo : -v.lo));
 }
 
 /* softplus with ops.def's semantics: x where beta x > threshold, else
