@@ -865,7 +865,8 @@ static void edge_ops(nb_tensor *x, nb_tensor *y, nb_tensor **out) {
     out[2] = nb_where(nb_gt(x, 0.0), nb_exp(x), nb_log1p(nb_abs(x)));
     out[3] = nb_add(nb_cast(x, NB_F64), y);                        /* f32 -> f64, a broadcast f64 row */
     out[4] = nb_logical_or(nb_logical_and(nb_ne(x, 0.0), nb_lt(x, 1.0)), nb_logical_not(nb_cast(x, NB_BOOL)));
-    out[5] = nb_mul(nb_leaky_relu(nb_clamp(x, -3.0, 2.0), 0.25), nb_softplus(x, 2.0, 10.0));
+    out[5] = nb_mul(nb_leaky_relu(nb_clamp(x, -3.0, 2.0), 0.25),   /* softplus's form for beta 1: */
+                    nb_add(nb_softplus(x, 2.0, 10.0), nb_softplus(x, 1.0, 5.0))); /* past 5, 86 */
     out[6] = nb_sub(nb_mul(nb_elu(x, 0.5), nb_tanh(x)), nb_square(nb_erf(x))); /* a product into a difference */
     out[7] = nb_add(nb_add(nb_sigmoid(x), nb_silu(x)), nb_gelu_tanh(x)); /* slow forms beyond |x| = 86, 9 */
 }
@@ -1006,9 +1007,12 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
 /* Each ranged f32 form's kernel writing its result over its own input (run_into with the input as
  * the destination), compiled and interpreted alike: the inputs outside the range must be read
  * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
+static nb_tensor *softplus_1_20(nb_tensor *x) { return nb_softplus(x, 1.0, 20.0); }
+
 static void ranged_forms_in_place(void **state) {
     (void)state;
-    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu, nb_exp, nb_tanh, nb_gelu, nb_gelu_tanh, nb_sin};
+    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu, nb_exp,        nb_tanh,
+                                              nb_gelu,    nb_gelu_tanh, softplus_1_20, nb_sin};
     const float special[] = {INFINITY, -INFINITY, NAN, 90.0f, -87.0f, -86.5f, 86.5f, -104.0f, 3e30f, -5.0f};
     nb_manual_seed(12);
     nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(3000), NB_F32), 20.0));

@@ -12,10 +12,12 @@
  * columns: ranged (0 or 1), form, test and slow.
  *  - F32_PLAIN(V, form): the form holds for every input (F32_DEFAULT:
  *    ops.def's formula evaluated in double, rounded once).
- *  - F32_RANGE(V, form, test, slow): the form holds where test (of x) is
- *    true; the other inputs, non-finite ones included, get slow, which holds
- *    everywhere (kern_template.c: in blocks, recomputing the outside inputs;
- *    jit_source.c likewise).
+ *  - F32_RANGE(V, form, test, slow): the form holds where test (of x, and
+ *    of the parameters p0d and p1d) is true; the other inputs, non-finite
+ *    ones included, get slow, which holds everywhere (kern_template.c: in
+ *    blocks, recomputing the outside inputs; jit_source.c likewise).
+ *  - F32_RANGE_IF(V, when, form, test, slow): the same where `when` (of the
+ *    parameters) holds; otherwise every input gets slow, as a plain form.
  * The accessors F32_FORM, F32_RANGED, F32_TEST and F32_SLOW pick a column,
  * so a new ranged form is one line here.
  */
@@ -38,14 +40,15 @@
 
 #define F32_PLAIN(V, form) V(0, form, ((void)x, 1), form)
 #define F32_RANGE(V, form, test, slow) V(1, form, test, slow)
+#define F32_RANGE_IF(V, when, form, test, slow) V(when, form, test, slow)
 #define F32_DEFAULT(V, expr) F32_PLAIN(V, (float)(expr))
 
 #define F32_COL_RANGED(ranged, form, test, slow) ranged
 #define F32_COL_FORM(ranged, form, test, slow) form
 #define F32_COL_TEST(ranged, form, test, slow) test
 #define F32_COL_SLOW(ranged, form, test, slow) slow
-/* The f32 form of op E (an expression of x); whether it is ranged (a constant); its range
- * test (of x); its slow form. */
+/* The f32 form of op E (an expression of x); whether it is ranged (of p0d and p1d); its range
+ * test (of x, p0d and p1d); its slow form. */
 #define F32_FORM(E, expr) F32_UNARY_##E(F32_COL_FORM, expr)
 #define F32_RANGED(E) F32_UNARY_##E(F32_COL_RANGED, 0)
 #define F32_TEST(E) (F32_UNARY_##E(F32_COL_TEST, 0))
@@ -80,7 +83,8 @@
 /* gelu_tanh where its sigmoid's exponential is normal */
 #define F32_UNARY_GELU_TANH(V, expr) F32_RANGE(V, nb_gelu_tanhf_normal(x), __builtin_fabsf(x) <= NB_VM_GELU_TANH_MAX, nb_gelu_tanhf(x))
 #define F32_UNARY_SILU(V, expr) F32_RANGE(V, nb_siluf_normal(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX, nb_siluf(x))
-#define F32_UNARY_SOFTPLUS(V, expr) F32_PLAIN(V, nb_softplusf(x, p0d, p1d))
+/* softplus: for beta = 1, where e^{-|x|} is normal, up to the threshold */
+#define F32_UNARY_SOFTPLUS(V, expr) F32_RANGE_IF(V, p0d == 1.0, nb_softplusf_unit(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX && !((double)x > p1d), nb_softplusf(x, p0d, p1d))
 #define F32_UNARY_ERF(V, expr) F32_PLAIN(V, nb_erff(x))
 #define F32_UNARY_FLOOR(V, expr) F32_PLAIN(V, __builtin_floorf(x))
 #define F32_UNARY_CEIL(V, expr) F32_PLAIN(V, __builtin_ceilf(x))

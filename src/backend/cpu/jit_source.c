@@ -50,16 +50,13 @@ enum { JB = 2048 }; /* elements per block of a kernel with ranged forms */
 #define JIT_STR(...) #__VA_ARGS__
 #define JIT_XSTR(...) JIT_STR(__VA_ARGS__)
 
-/* Each unary op's f32 form (f32_forms.h, expanded), whether that form is ranged, its range
- * test and slow form, and its formula in double (ops.def). */
+/* Each unary op's f32 form (f32_forms.h, expanded), whether that form is ranged (given the
+ * parameters), its range test and slow form, and its formula in double (ops.def). */
 typedef struct jit_unary_text {
     const char *f32, *f64, *test, *slow;
-    bool ranged;
+    bool (*ranged)(double p0d, double p1d);
 } jit_unary_text;
 
-#define JT_UNARY(E, dt, expr)                                                                      \
-    NB_TYPED_##dt([NB_OP_##E] = {JIT_XSTR(F32_FORM(E, expr)), JIT_XSTR(expr), JIT_XSTR(F32_TEST(E)), JIT_XSTR(F32_SLOW(E, expr)), \
-                   F32_RANGED(E)},)
 #define JT_NONE(E, dt, expr)
 #define JT_KIND_UNARY JT_UNARY
 #define JT_KIND_BINARY JT_NONE
@@ -83,11 +80,22 @@ typedef struct jit_unary_text {
 #define JT_KIND_QUANT JT_NONE
 #define JT_KIND_CONV JT_NONE
 #define JT_KIND_ATTENTION JT_NONE
-static const jit_unary_text unary_text[NB_OP_COUNT] = {
 #define NB_OP(E, name, kind, grad, dt, expr, iexpr, ident) JT_KIND_##kind(E, dt, expr)
+#define JT_UNARY(E, dt, expr)                                                                      \
+    NB_TYPED_##dt(static bool jt_ranged_##E(double p0d, double p1d) {                              \
+        (void)p0d; (void)p1d;                                                                      \
+        return F32_RANGED(E);                                                                      \
+    })
 #include "../../ops/ops.def"
-#undef NB_OP
+#undef JT_UNARY
+#define JT_UNARY(E, dt, expr)                                                                      \
+    NB_TYPED_##dt([NB_OP_##E] = {JIT_XSTR(F32_FORM(E, expr)), JIT_XSTR(expr), JIT_XSTR(F32_TEST(E)), JIT_XSTR(F32_SLOW(E, expr)), \
+                   jt_ranged_##E},)
+static const jit_unary_text unary_text[NB_OP_COUNT] = {
+#include "../../ops/ops.def"
 };
+#undef JT_UNARY
+#undef NB_OP
 #undef JT_KIND_UNARY
 #undef JT_KIND_BINARY
 #define JT_KIND_UNARY JT_NONE
@@ -119,7 +127,7 @@ static const char *compare_op(nb_op op) {
 
 static bool instr_ranged(const nb_finstr *I) {
     return I->level == NB_FL_FULL && nb__ops[I->op].kind == NB_KIND_UNARY && I->dtype == NB_F32 &&
-           unary_text[I->op].ranged;
+           unary_text[I->op].ranged(I->p0, I->p1);
 }
 
 /* Can instruction I be emitted? */
@@ -222,9 +230,10 @@ static void truth(nb__text *b, const nb_fkernel *k, int j, int i) {
 static void emit_ranged_fns(nb__text *b, const nb_fkernel *k, int j) {
     const nb_finstr *I = &k->instr[j];
     if (!instr_ranged(I)) return;
-    const char *fn = "static __attribute__((noinline)) float";
-    nb__text_printf(b, "%s nb_jit_form%d(float x) { return %s; }\n", fn, j, unary_text[I->op].f32);
-    nb__text_printf(b, "%s nb_jit_slow%d(float x) { return %s; }\n", fn, j, unary_text[I->op].slow);
+    const char *fn = "static __attribute__((noinline)) float", *args = "float x, double p0d, double p1d";
+    const char *prm = "const float p0 = (float)p0d, p1 = (float)p1d; (void)p0; (void)p1; (void)p0d; (void)p1d;";
+    nb__text_printf(b, "%s nb_jit_form%d(%s) { %s return %s; }\n", fn, j, args, prm, unary_text[I->op].f32);
+    nb__text_printf(b, "%s nb_jit_slow%d(%s) { %s return %s; }\n", fn, j, args, prm, unary_text[I->op].slow);
 }
 
 /* Instruction j of k as a C statement assigning v<nin + j>; mode 0: ranged forms unguarded
@@ -270,9 +279,9 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
         const char *test = unary_text[op].test;
         if (mode != 0 && instr_ranged(I)) {
             if (mode == 1) nb__text_printf(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
-            else nb__text_printf(b, "v%d = %s ? nb_jit_form%d(x) : nb_jit_slow%d(x); }\n", d, test, j, j);
-        } else {
-            nb__text_printf(b, "v%d = %s; }\n", d, unary_text[op].f32);
+            else nb__text_printf(b, "v%d = %s ? nb_jit_form%d(x, p0d, p1d) : nb_jit_slow%d(x, p0d, p1d); }\n", d, test, j, j);
+        } else { /* a plain form's slow form is the form itself */
+            nb__text_printf(b, "v%d = %s; }\n", d, instr_ranged(I) ? unary_text[op].f32 : unary_text[op].slow);
         }
     } else if (nb__ops[op].kind == NB_KIND_UNARY) {
         nb__text_printf(b, "{ const double x = ");

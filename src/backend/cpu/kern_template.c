@@ -70,9 +70,10 @@
  * outside inputs are gathered (before the form writes the block, which may
  * be the input itself), the form runs, and the gathered inputs are
  * recomputed by the slow form in one call and scattered back. */
-typedef int (*f32_outside_fn)(const float *x, int64_t s, int64_t m, uint8_t *out);
+typedef int (*f32_outside_fn)(const float *x, int64_t s, int64_t m, uint8_t *out, double p0d, double p1d);
 
-/* F32_OUTSIDE(E, s): out[i] = 1 where x[i s] is outside op E's range; how many are.  (Byte
+/* F32_OUTSIDE(E, s): out[i] = 1 where x[i s] is outside op E's range (given the parameters
+ * p0d, p1d); how many are.  (Byte
  * flags and an int count: gcc 12 vectorizes neither a bool reduction nor a loop with a
  * run-time stride, hence u_<E>_f32_outside's s == 1 case.) */
 #define F32_OUTSIDE(E, s)                                       \
@@ -90,8 +91,8 @@ typedef int (*f32_outside_fn)(const float *x, int64_t s, int64_t m, uint8_t *out
 static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_unary slow, f32_outside_fn outside, bool ranged,
                                                            int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,
                                                            double p0, double p1) {
-    if (!ranged) {
-        form(n, o_, os, x_, xs, p0, p1);
+    if (!ranged) { /* a plain form's slow form is the form itself */
+        slow(n, o_, os, x_, xs, p0, p1);
         return;
     }
     enum { BLOCK = 1024 };
@@ -102,7 +103,7 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
         const float *xp = (const float *)xb;
         int64_t s = xs / (int64_t)sizeof(float);
         uint8_t out[BLOCK + 8];
-        int64_t count = outside(xp, s, m, out);
+        int64_t count = outside(xp, s, m, out, p0, p1);
         if (count == m) { /* the slow form holds everywhere */
             slow(m, o, os, xb, xs, p0, p1);
             continue;
@@ -141,7 +142,9 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
         (void)p0; (void)p1;                                                                  \
         U_BODY(float, float, F32_SLOW(E, expr))                                              \
     }                                                                                        \
-    static int u_##E##_f32_outside(const float *xp, int64_t s, int64_t m, uint8_t *out) {     \
+    static int u_##E##_f32_outside(const float *xp, int64_t s, int64_t m, uint8_t *out,      \
+                                   double p0d, double p1d) {                                 \
+        (void)p0d; (void)p1d;                                                                \
         if (s == 1) F32_OUTSIDE(E, 1)                                                        \
         F32_OUTSIDE(E, s)                                                                    \
     }                                                                                        \
@@ -152,7 +155,8 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
     }                                                                                        \
     static void u_##E##_f32(int64_t n, char *o_, int64_t os, const char *x_, int64_t xs,     \
                             double p0, double p1) {                                          \
-        f32_run(u_##E##_f32_all, u_##E##_f32_slow, u_##E##_f32_outside, F32_RANGED(E), n, o_, os, x_, xs, p0, p1); \
+        const double p0d = p0, p1d = p1;                                                     \
+        f32_run(u_##E##_f32_all, u_##E##_f32_slow, u_##E##_f32_outside, F32_RANGED(E), n, o_, os, x_, xs, p0d, p1d); \
     }
 #define GEN_BINARY(E, name, dt, expr)                                                        \
     static void b_##E##_f32(int64_t n, char *o_, int64_t os, const char *a_, int64_t as,     \

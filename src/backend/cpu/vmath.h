@@ -292,11 +292,16 @@ static inline float nb_logf(float x) {
  * (or negligible where u > 2^24) and joins f as c 2^-e, so log(u + c) keeps
  * the accuracy of small x.  The result takes x's sign (log1p(-0) = -0).
  * Max error 1.4 ulp; -inf at x = -1, NaN below, +inf at +inf, NaN passes. */
-static inline float nb_log1pf(float x) {
+static inline float nb_vm_log1p_finite(float x) { /* x > -1 and finite; log1p(-0) = +0 */
     float u = 1.0f + x, c = x - (u - 1.0f);
     nb_vm_log_split s = nb_vm_reduce_log(u);
     float f = s.f + c * nb_pow2i(-(s.e < 126 ? s.e : 126)); /* e >= 127: c 2^-e is negligible */
-    float y = __builtin_copysignf(nb_vm_log1p_reduced(f, (float)s.e), x);
+    return nb_vm_log1p_reduced(f, (float)s.e);
+}
+
+static inline float nb_log1pf(float x) {
+    float u = 1.0f + x;
+    float y = __builtin_copysignf(nb_vm_log1p_finite(x), x);
     y = u == 0.0f ? -__builtin_inff() : y;
     y = x < -1.0f ? __builtin_nanf("") : y;
     return x < __builtin_inff() ? y : x; /* +inf and NaN */
@@ -512,6 +517,17 @@ static inline float nb_softplusf(float x, double beta, double threshold) {
     nb_vm_split2 s = nb_vm_split_double(t > 0.0 ? -t : t);
     double y = ((t > 0.0 ? t : 0.0) + (double)nb_log1pf(nb_exp_sumf(s.hi, s.lo))) * (1.0 / beta);
     return t > threshold ? x : (float)y;
+}
+
+/* softplus for beta = 1, |x| <= NB_VM_SIGMOID_MAX and x not above the
+ * threshold (the kernels' range test; other inputs and other betas take
+ * nb_softplusf): max(x, 0) + log1p(e^{-|x|}) in float, e^{-|x|} normal and
+ * in (0, 1], so log1p needs none of its special cases.  Its sum rounds once
+ * more than nb_softplusf's double one; the maximum error is the same, 1.68
+ * ulp (every 3rd float; at x = -0.755, where both are log1p's and exp's
+ * errors), and the bits may differ from nb_softplusf's. */
+static inline float nb_softplusf_unit(float x) {
+    return (x > 0.0f ? x : 0.0f) + nb_vm_log1p_finite(nb_expf_normal(-__builtin_fabsf(x)));
 }
 
 /* elu: x for x > 0, alpha (e^x - 1) below, the product in double and rounded
