@@ -225,19 +225,22 @@ static void transcendental_ulp(void **state) {
     if (bad) fail();
 }
 
-/* The forms of exp, tanh, sigmoid, silu and gelu_tanh for normal results
- * (one exponent-field addition, no clamp) are their general functions bit for bit
+/* The forms of exp, expm1, elu, tanh, sigmoid, silu and gelu_tanh for
+ * normal results (one exponent-field addition, no clamp) are their general functions bit for bit
  * on the range the kernels give them (f32_forms.h's range test, used here as
  * the kernels use it), which is what lets the kernels split inputs between
  * them: every 97th float of each range (every one under
  * NB_TEST_EXHAUSTIVE=1) and its ends, which must be the named bounds.
  * (Compiled here with the test's flags; the kernel tables' builds are
  * checked against libm by transcendental_ulp.) */
-#define NORMAL_FORM_CASE(E)                                                       \
-    static bool in_range_##E(float x) { return F32_TEST(E); }                     \
-    static float form_##E(float x) { return F32_FORM(E, 0); }                     \
-    static float slow_##E(float x) { return F32_SLOW(E, 0); }
+#define NORMAL_FORM_P0D 1.5 /* elu's alpha */
+#define NORMAL_FORM_CASE(E)                                                                         \
+    static bool in_range_##E(float x) { return F32_TEST(E); }                                       \
+    static float form_##E(float x) { const double p0d = NORMAL_FORM_P0D; (void)p0d; return F32_FORM(E, 0); } \
+    static float slow_##E(float x) { const double p0d = NORMAL_FORM_P0D; (void)p0d; return F32_SLOW(E, 0); }
 NORMAL_FORM_CASE(EXP)
+NORMAL_FORM_CASE(EXPM1)
+NORMAL_FORM_CASE(ELU)
 NORMAL_FORM_CASE(TANH)
 NORMAL_FORM_CASE(SIGMOID)
 NORMAL_FORM_CASE(SILU)
@@ -254,6 +257,8 @@ static void normal_forms_equal_the_functions(void **state) {
         float lo, hi;
         int64_t floats; /* about how many floats the range holds */
     } cases[] = {{"exp", in_range_EXP, form_EXP, slow_EXP, NB_VM_EXP_MIN, NB_VM_EXP_MAX, 2200000000},
+                 {"expm1", in_range_EXPM1, form_EXPM1, slow_EXPM1, NB_VM_EXPM1_MIN, NB_VM_EXP_MAX, 2200000000},
+                 {"elu", in_range_ELU, form_ELU, slow_ELU, NB_VM_EXPM1_MIN, NB_VM_EXP_MAX, 2200000000},
                  {"tanh", in_range_TANH, form_TANH, slow_TANH, -NB_VM_TANH_MAX, NB_VM_TANH_MAX, 2200000000},
                  {"sigmoid", in_range_SIGMOID, form_SIGMOID, slow_SIGMOID, -NB_VM_SIGMOID_MAX, NB_VM_SIGMOID_MAX,
                   2200000000},

@@ -862,7 +862,7 @@ static void destinations_see_the_arguments_as_they_were(void **state) {
 static void edge_ops(nb_tensor *x, nb_tensor *y, nb_tensor **out) {
     out[0] = nb_gelu(nb_add(nb_mul(x, 1.5), 0.5));                 /* gelu's slow form below -4 */
     out[1] = nb_add(nb_sin(x), nb_mul(nb_cos(x), nb_tan(x)));      /* trig's beyond 2^24 and at inf */
-    out[2] = nb_where(nb_gt(x, 0.0), nb_exp(x), nb_log1p(nb_abs(x)));
+    out[2] = nb_where(nb_gt(x, 0.0), nb_exp(x), nb_add(nb_log1p(nb_abs(x)), nb_expm1(x))); /* past -18, 88 */
     out[3] = nb_add(nb_cast(x, NB_F64), y);                        /* f32 -> f64, a broadcast f64 row */
     out[4] = nb_logical_or(nb_logical_and(nb_ne(x, 0.0), nb_lt(x, 1.0)), nb_logical_not(nb_cast(x, NB_BOOL)));
     out[5] = nb_mul(nb_leaky_relu(nb_clamp(x, -3.0, 2.0), 0.25),   /* softplus's form for beta 1: */
@@ -1008,11 +1008,12 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
  * the destination), compiled and interpreted alike: the inputs outside the range must be read
  * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
 static nb_tensor *softplus_1_20(nb_tensor *x) { return nb_softplus(x, 1.0, 20.0); }
+static nb_tensor *elu_1_5(nb_tensor *x) { return nb_elu(x, 1.5); }
 
 static void ranged_forms_in_place(void **state) {
     (void)state;
-    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu, nb_exp,        nb_tanh,
-                                              nb_gelu,    nb_gelu_tanh, softplus_1_20, nb_sin};
+    nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu,      nb_exp,        nb_expm1, elu_1_5,
+                                              nb_tanh,    nb_gelu_tanh, softplus_1_20, nb_gelu,  nb_sin};
     const float special[] = {INFINITY, -INFINITY, NAN, 90.0f, -87.0f, -86.5f, 86.5f, -104.0f, 3e30f, -5.0f};
     nb_manual_seed(12);
     nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(3000), NB_F32), 20.0));

@@ -62,7 +62,9 @@
 #define F32_UNARY_SIGN F32_DEFAULT
 /* exp where its result is normal */
 #define F32_UNARY_EXP(V, expr) F32_RANGE(V, nb_expf_normal(x), x >= NB_VM_EXP_MIN && x <= NB_VM_EXP_MAX, nb_expf(x))
-#define F32_UNARY_EXPM1(V, expr) F32_PLAIN(V, nb_expm1f(x))
+/* expm1 (and elu, below) where it needs no clamp and its result is normal */
+#define F32_EXPM1_RANGE (x >= NB_VM_EXPM1_MIN && x <= NB_VM_EXP_MAX)
+#define F32_UNARY_EXPM1(V, expr) F32_RANGE(V, nb_expm1f_normal(x), F32_EXPM1_RANGE, nb_expm1f(x))
 #define F32_UNARY_LOG(V, expr) F32_PLAIN(V, nb_logf(x))
 #define F32_UNARY_LOG1P(V, expr) F32_PLAIN(V, nb_log1pf(x))
 #define F32_UNARY_SQRT(V, expr) F32_PLAIN(V, __builtin_sqrtf(x))
@@ -78,7 +80,7 @@
 #define F32_UNARY_SIGMOID(V, expr) F32_RANGE(V, nb_sigmoidf_normal(x), __builtin_fabsf(x) <= NB_VM_SIGMOID_MAX, nb_sigmoidf(x))
 #define F32_UNARY_RELU(V, expr) F32_PLAIN(V, (x < 0.0f ? 0.0f : x))
 #define F32_UNARY_LEAKY_RELU F32_DEFAULT
-#define F32_UNARY_ELU(V, expr) F32_PLAIN(V, nb_eluf(x, p0d))
+#define F32_UNARY_ELU(V, expr) F32_RANGE(V, nb_eluf_normal(x, p0d), F32_EXPM1_RANGE, nb_eluf(x, p0d))
 #define F32_UNARY_GELU(V, expr) F32_RANGE(V, nb_geluf(x), x >= NB_VM_GELU_MIN, nb_gelu_erfcf(x))
 /* gelu_tanh where its sigmoid's exponential is normal */
 #define F32_UNARY_GELU_TANH(V, expr) F32_RANGE(V, nb_gelu_tanhf_normal(x), __builtin_fabsf(x) <= NB_VM_GELU_TANH_MAX, nb_gelu_tanhf(x))

@@ -155,13 +155,30 @@ static inline float nb_expf_normal(float x) {
  * keep their relative accuracy.  x is clamped to [-18, 89] (beyond, the
  * result rounds to -1 or overflows to +inf); the result takes x's sign
  * (expm1(-0) = -0).  Max error 1.5 ulp (where n = 1 and p < 0). */
+static inline nb_vm_exp_parts nb_vm_expm1_split(float x) { /* e^x - 1 = p 2^n */
+    nb_vm_ln2_split s = nb_vm_reduce_ln2(x, -0.0f); /* -0: see nb_expf */
+    int32_t m = s.n < 25 ? s.n : 25;                /* 1 - 2^-n rounds to 1 from n = 25 on */
+    return (nb_vm_exp_parts){nb_vm_expm1_poly(s.r) + (1.0f - nb_pow2i(-m)), s.n};
+}
+
 static inline float nb_expm1f(float x) {
     float xc = x > 89.0f ? 89.0f : x;
     xc = xc < -18.0f ? -18.0f : xc;
-    nb_vm_ln2_split s = nb_vm_reduce_ln2(xc, -0.0f); /* -0: see nb_expf */
-    int32_t m = s.n < 25 ? s.n : 25; /* 1 - 2^-n rounds to 1 from n = 25 on */
-    float y = nb_vm_ldexp(nb_vm_expm1_poly(s.r) + (1.0f - nb_pow2i(-m)), s.n);
-    return __builtin_copysignf(y, x);
+    nb_vm_exp_parts e = nb_vm_expm1_split(xc);
+    return __builtin_copysignf(nb_vm_ldexp(e.p, e.n), x);
+}
+
+/* e^x - 1 on [NB_VM_EXPM1_MIN, NB_VM_EXP_MAX], unclamped and scaled by one
+ * addition to the exponent field: there n is in [-26, 127] and p 2^n is
+ * normal (p in [-1.3, -0.59] for n < 0, [0.2, 1.42] for n > 0) or n = 0,
+ * so the scaling is exact and the result nb_expm1f's bit for bit (every
+ * float of the range checked, tests/test_cpu_kernels.c); the kernels give
+ * other inputs, NaN included, to nb_expm1f. */
+#define NB_VM_EXPM1_MIN (-18.0f)
+
+static inline float nb_expm1f_normal(float x) {
+    nb_vm_exp_parts e = nb_vm_expm1_split(x);
+    return __builtin_copysignf(nb_vm_scale_normal(e.p, e.n), x);
 }
 
 /* ---- tanh, sigmoid, silu ----------------------------------------------- */
@@ -534,6 +551,11 @@ static inline float nb_softplusf_unit(float x) {
  * once.  Max error 1.4 ulp; elu(-0) = -0 (alpha > 0), NaN passes. */
 static inline float nb_eluf(float x, double alpha) {
     return x > 0.0f ? x : (float)(alpha * (double)nb_expm1f(x));
+}
+
+/* elu where nb_expm1f_normal holds: nb_eluf bit for bit there. */
+static inline float nb_eluf_normal(float x, double alpha) {
+    return x > 0.0f ? x : (float)(alpha * (double)nb_expm1f_normal(x));
 }
 
 /* ---- sin, cos, tan ------------------------------------------------------
