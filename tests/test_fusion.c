@@ -1004,6 +1004,32 @@ static void compiled_kernels_equal_eager_at_the_edges(void **state) {
     nb_graph_release(g);
 }
 
+/* Kernels whose source depends on an op's parameters (softplus is ranged only for beta = 1) are
+ * told apart in the run-time compiler's cache: graphs alike but for beta, compiled one after the
+ * other in either order, each equal eager bit for bit (a beta-1 kernel reused for beta 2 gave
+ * beta 1's values). */
+static void kernels_differ_by_parameters(void **state) {
+    (void)state;
+    const double orders[2][3] = {{1.0, 2.0, 1.0}, {0.5, 1.0, 0.5}};
+    nb_manual_seed(13);
+    nb_tensor *x = NBT(nb_mul(nb_randn(NB_SHAPE(3001), NB_F32), 4.0));
+    for (int o = 0; o < 2; o++)
+        for (int i = 0; i < 3; i++) {
+            double beta = orders[o][i];
+            nb_graph *g = nb_graph_begin("softplus_beta");
+            nb_tensor *xg = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("N"))));
+            assert_int_equal(nb_graph_output(g, "y", nb_neg(nb_softplus(xg, beta, 20.0))), NB_OK);
+            assert_int_equal(nb_graph_end(g), NB_OK);
+            nb_compiled *c = nb_graph_compile(g, NB_CPU);
+            assert_non_null(c);
+            char what[48];
+            snprintf(what, sizeof what, "softplus beta %g (order %d)", beta, o);
+            assert_true(same_bits(NBT(nb_neg(nb_softplus(x, beta, 20.0))), run1(c, x), what));
+            nb_compiled_release(c);
+            nb_graph_release(g);
+        }
+}
+
 /* Each ranged f32 form's kernel writing its result over its own input (run_into with the input as
  * the destination), compiled and interpreted alike: the inputs outside the range must be read
  * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
@@ -1095,6 +1121,7 @@ int main(void) {
         cmocka_unit_test_setup_teardown(compiled_kernels_equal_eager_at_the_edges, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(contraction_sites_equal_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(ranged_forms_in_place, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(kernels_differ_by_parameters, nbt_setup, nbt_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

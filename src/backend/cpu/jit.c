@@ -316,6 +316,7 @@ static size_t signature(const nb_fkernel *k, unsigned char *s) {
         s[n++] = (unsigned char)I->dtype;
         memcpy(s + n, I->in, sizeof I->in);
         n += sizeof I->in;
+        s[n++] = (unsigned char)nb__jit_instr_ranged(I); /* the source differs (softplus: by beta) */
     }
     memcpy(s + n, k->out_val, (size_t)k->nout * sizeof *k->out_val);
     n += (size_t)k->nout * sizeof *k->out_val;

@@ -25,6 +25,10 @@ typedef void (*nb_jit_fn)(int64_t n, char *const *ptr, const double *prm, const 
  *  compiler's allocations stay outside nb_set_allocator's, as they are not tensor data). */
 char *nb__jit_source(const nb_fkernel *k, const char *name);
 
+/** Whether instruction I runs a ranged f32 form (f32_forms.h): the source nb__jit_source writes
+ *  depends on it, and through F32_RANGE_IF on I's parameters, so kernels are told apart by it. */
+bool nb__jit_instr_ranged(const nb_finstr *I);
+
 /** The compiled kernel for k, compiling it on first use (under a lock; later calls find it in
  *  memory, later processes on disk).  NULL: interpret it (no compiler, NB_JIT=0, a kernel the
  *  generator does not emit, a failed build). */

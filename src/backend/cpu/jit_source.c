@@ -125,7 +125,7 @@ static const char *compare_op(nb_op op) {
     }
 }
 
-static bool instr_ranged(const nb_finstr *I) {
+bool nb__jit_instr_ranged(const nb_finstr *I) {
     return I->level == NB_FL_FULL && nb__ops[I->op].kind == NB_KIND_UNARY && I->dtype == NB_F32 &&
            unary_text[I->op].ranged(I->p0, I->p1);
 }
@@ -229,7 +229,7 @@ static void truth(nb__text *b, const nb_fkernel *k, int j, int i) {
  * rarely): each compiled alone, sharing no code with the other or with the loop. */
 static void emit_ranged_fns(nb__text *b, const nb_fkernel *k, int j) {
     const nb_finstr *I = &k->instr[j];
-    if (!instr_ranged(I)) return;
+    if (!nb__jit_instr_ranged(I)) return;
     const char *fn = "static __attribute__((noinline)) float", *args = "float x, double p0d, double p1d";
     const char *prm = "const float p0 = (float)p0d, p1 = (float)p1d; (void)p0; (void)p1; (void)p0d; (void)p1d;";
     nb__text_printf(b, "%s nb_jit_form%d(%s) { %s return %s; }\n", fn, j, args, prm, unary_text[I->op].f32);
@@ -277,11 +277,11 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
                         "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
                         2 * j, 2 * j + 1);
         const char *test = unary_text[op].test;
-        if (mode != 0 && instr_ranged(I)) {
+        if (mode != 0 && nb__jit_instr_ranged(I)) {
             if (mode == 1) nb__text_printf(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
             else nb__text_printf(b, "v%d = %s ? nb_jit_form%d(x, p0d, p1d) : nb_jit_slow%d(x, p0d, p1d); }\n", d, test, j, j);
         } else { /* a plain form's slow form is the form itself */
-            nb__text_printf(b, "v%d = %s; }\n", d, instr_ranged(I) ? unary_text[op].f32 : unary_text[op].slow);
+            nb__text_printf(b, "v%d = %s; }\n", d, nb__jit_instr_ranged(I) ? unary_text[op].f32 : unary_text[op].slow);
         }
     } else if (nb__ops[op].kind == NB_KIND_UNARY) {
         nb__text_printf(b, "{ const double x = ");
@@ -375,7 +375,7 @@ char *nb__jit_source(const nb_fkernel *k, const char *name) {
     bool blocked = false;
     for (int j = 0; j < k->ninstr; j++) {
         if (!emittable(k, &k->instr[j])) return NULL;
-        blocked |= instr_ranged(&k->instr[j]);
+        blocked |= nb__jit_instr_ranged(&k->instr[j]);
     }
     nb__text b = {.libc = true};
     /* GCC reads the first pragma, clang the second; both leave the prelude's functions as they are */
