@@ -497,7 +497,7 @@ static inline nb_vm_split2 nb_vm_split_double(double v) {
  * u = sqrt(2/pi) (x + 0.044715 x^3) formed in double (a float u would be
  * off by |u| 2^-23 relative, tens of ulp in the left tail), so there is no
  * cancellation for x << 0 either.  Max error 3.24 ulp (at x = -1.834; every
- * 3rd float of |x| <= 86.5); gelu_tanh(-0) = -0, -0 from x = -10.3 down,
+ * 3rd float of |x| <= 86.5); gelu_tanh(-0) = -0, -0 from x = -10.771 down,
  * gelu_tanh(-inf) = NaN (as ops.def and PyTorch), NaN passes. */
 static inline double nb_vm_gelu_tanh_arg(float x) { /* 2u */
     double xd = (double)x;
