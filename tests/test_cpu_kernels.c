@@ -226,13 +226,13 @@ static void transcendental_ulp(void **state) {
 }
 
 /* The forms of exp, expm1, elu, tanh, sigmoid, silu and gelu_tanh for
- * normal results (one exponent-field addition, no clamp) are their general functions bit for bit
- * on the range the kernels give them (f32_forms.h's range test, used here as
- * the kernels use it), which is what lets the kernels split inputs between
- * them: every 97th float of each range (every one under
- * NB_TEST_EXHAUSTIVE=1) and its ends, which must be the named bounds.
- * (Compiled here with the test's flags; the kernel tables' builds are
- * checked against libm by transcendental_ulp.) */
+ * normal results (one exponent-field addition, no clamp) are their general
+ * functions bit for bit on the range the kernels give them (f32_forms.h's
+ * range test, used here as the kernels use it), which is what lets the
+ * kernels split inputs between them: every 97th float of each range (every
+ * one under NB_TEST_EXHAUSTIVE=1) and its ends, which must be the named
+ * bounds.  (Compiled here with the test's flags; the kernel tables' builds
+ * are checked against libm by transcendental_ulp.) */
 #define NORMAL_FORM_P0D 1.5 /* elu's alpha */
 #define NORMAL_FORM_CASE(E)                                                                         \
     static bool in_range_##E(float x) { return F32_TEST(E); }                                       \

@@ -1030,12 +1030,12 @@ static void kernels_differ_by_parameters(void **state) {
         }
 }
 
-/* Each ranged f32 form's kernel writing its result over its own input (run_into with the input as
- * the destination), compiled and interpreted alike: the inputs outside the range must be read
- * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
 static nb_tensor *softplus_1_20(nb_tensor *x) { return nb_softplus(x, 1.0, 20.0); }
 static nb_tensor *elu_1_5(nb_tensor *x) { return nb_elu(x, 1.5); }
 
+/* Each ranged f32 form's kernel writing its result over its own input (run_into with the input as
+ * the destination), compiled and interpreted alike: the inputs outside the range must be read
+ * before the form overwrites them (the interpreter runs the built-in loop from x into x). */
 static void ranged_forms_in_place(void **state) {
     (void)state;
     nb_tensor *(*const ops[])(nb_tensor *) = {nb_sigmoid, nb_silu,      nb_exp,        nb_expm1, elu_1_5,

@@ -225,15 +225,19 @@ static void truth(nb__text *b, const nb_fkernel *k, int j, int i) {
     nb__text_printf(b, " != 0)");
 }
 
+/* The f32 parameters' declarations, ahead of a unary form (which may use p0, p1, p0d, p1d) in
+ * the loop and in the out-of-line forms, where p0d and p1d are in scope. */
+static const char f32_params[] =
+    "const float p0 = (float)p0d, p1 = (float)p1d; (void)p0; (void)p1; (void)p0d; (void)p1d;";
+
 /* Out of line, the form and the slow form of ranged instruction j (the exact pass calls them,
  * rarely): each compiled alone, sharing no code with the other or with the loop. */
 static void emit_ranged_fns(nb__text *b, const nb_fkernel *k, int j) {
     const nb_finstr *I = &k->instr[j];
     if (!nb__jit_instr_ranged(I)) return;
     const char *fn = "static __attribute__((noinline)) float", *args = "float x, double p0d, double p1d";
-    const char *prm = "const float p0 = (float)p0d, p1 = (float)p1d; (void)p0; (void)p1; (void)p0d; (void)p1d;";
-    nb__text_printf(b, "%s nb_jit_form%d(%s) { %s return %s; }\n", fn, j, args, prm, unary_text[I->op].f32);
-    nb__text_printf(b, "%s nb_jit_slow%d(%s) { %s return %s; }\n", fn, j, args, prm, unary_text[I->op].slow);
+    nb__text_printf(b, "%s nb_jit_form%d(%s) { %s return %s; }\n", fn, j, args, f32_params, unary_text[I->op].f32);
+    nb__text_printf(b, "%s nb_jit_slow%d(%s) { %s return %s; }\n", fn, j, args, f32_params, unary_text[I->op].slow);
 }
 
 /* Instruction j of k as a C statement assigning v<nin + j>; mode 0: ranged forms unguarded
@@ -272,16 +276,14 @@ static void emit_instr(nb__text *b, const nb_fkernel *k, int j, int mode) {
     } else if (nb__ops[op].kind == NB_KIND_UNARY && I->dtype == NB_F32) {
         nb__text_printf(b, "{ const float x = ");
         opnd(b, k, j, 0);
-        nb__text_printf(b,
-                        "; const double p0d = prm[%d], p1d = prm[%d]; const float p0 = (float)p0d, p1 = (float)p1d; "
-                        "(void)p0; (void)p1; (void)p0d; (void)p1d; ",
-                        2 * j, 2 * j + 1);
+        nb__text_printf(b, "; const double p0d = prm[%d], p1d = prm[%d]; %s ", 2 * j, 2 * j + 1, f32_params);
         const char *test = unary_text[op].test;
-        if (mode != 0 && nb__jit_instr_ranged(I)) {
+        bool ranged = nb__jit_instr_ranged(I);
+        if (mode != 0 && ranged) {
             if (mode == 1) nb__text_printf(b, "v%d = %s; bad |= !%s; }\n", d, unary_text[op].f32, test);
             else nb__text_printf(b, "v%d = %s ? nb_jit_form%d(x, p0d, p1d) : nb_jit_slow%d(x, p0d, p1d); }\n", d, test, j, j);
         } else { /* a plain form's slow form is the form itself */
-            nb__text_printf(b, "v%d = %s; }\n", d, nb__jit_instr_ranged(I) ? unary_text[op].f32 : unary_text[op].slow);
+            nb__text_printf(b, "v%d = %s; }\n", d, ranged ? unary_text[op].f32 : unary_text[op].slow);
         }
     } else if (nb__ops[op].kind == NB_KIND_UNARY) {
         nb__text_printf(b, "{ const double x = ");

@@ -150,17 +150,17 @@ static inline float nb_expf_normal(float x) {
     return nb_vm_scale_normal(e.p, e.n);
 }
 
-/* e^x - 1 = 2^n (p + 1 - 2^-n) with p = e^r - 1: the sum is exact or
- * carries one rounding, and 2^n scales it exactly, so small |x| (n = 0)
- * keep their relative accuracy.  x is clamped to [-18, 89] (beyond, the
- * result rounds to -1 or overflows to +inf); the result takes x's sign
- * (expm1(-0) = -0).  Max error 1.5 ulp (where n = 1 and p < 0). */
 static inline nb_vm_exp_parts nb_vm_expm1_split(float x) { /* e^x - 1 = p 2^n */
     nb_vm_ln2_split s = nb_vm_reduce_ln2(x, -0.0f); /* -0: see nb_expf */
     int32_t m = s.n < 25 ? s.n : 25;                /* 1 - 2^-n rounds to 1 from n = 25 on */
     return (nb_vm_exp_parts){nb_vm_expm1_poly(s.r) + (1.0f - nb_pow2i(-m)), s.n};
 }
 
+/* e^x - 1 = 2^n (p + 1 - 2^-n) with p = e^r - 1: the sum is exact or
+ * carries one rounding, and 2^n scales it exactly, so small |x| (n = 0)
+ * keep their relative accuracy.  x is clamped to [-18, 89] (beyond, the
+ * result rounds to -1 or overflows to +inf); the result takes x's sign
+ * (expm1(-0) = -0).  Max error 1.5 ulp (where n = 1 and p < 0). */
 static inline float nb_expm1f(float x) {
     float xc = x > 89.0f ? 89.0f : x;
     xc = xc < -18.0f ? -18.0f : xc;
@@ -307,9 +307,11 @@ static inline float nb_logf(float x) {
 
 /* log(1 + x): u = 1 + x is rounded, but its error c = x - (u - 1) is exact
  * (or negligible where u > 2^24) and joins f as c 2^-e, so log(u + c) keeps
- * the accuracy of small x.  The result takes x's sign (log1p(-0) = -0).
- * Max error 1.4 ulp; -inf at x = -1, NaN below, +inf at +inf, NaN passes. */
-static inline float nb_vm_log1p_finite(float x) { /* x > -1 and finite; log1p(-0) = +0 */
+ * the accuracy of small x.  nb_vm_log1p_finite: for x > -1 and finite
+ * (log1p(-0) = +0 there).  nb_log1pf: the result takes x's sign (log1p(-0) =
+ * -0); max error 1.4 ulp; -inf at x = -1, NaN below, +inf at +inf, NaN
+ * passes. */
+static inline float nb_vm_log1p_finite(float x) {
     float u = 1.0f + x, c = x - (u - 1.0f);
     nb_vm_log_split s = nb_vm_reduce_log(u);
     float f = s.f + c * nb_pow2i(-(s.e < 126 ? s.e : 126)); /* e >= 127: c 2^-e is negligible */
