@@ -350,16 +350,17 @@ static void unary_variants(void **state) {
         }
 }
 
-/* max/min of every length 1..70 (vector body + tail), with and without a
- * NaN at each position class, against a sequential loop. */
+/* max/min of every length 1..140 (the four-vector body, the one-vector loop
+ * and the tail of every ISA), with and without a NaN at each position class,
+ * against a sequential loop. */
 static void extremes(void **state) {
     (void)state;
     const nb_cpu_kernels *tab[3];
     int nt = usable_tables(tab);
-    float xf[70];
-    double xd[70];
+    float xf[140];
+    double xd[140];
     for (int t = 0; t < nt; t++)
-        for (int n = 1; n <= 70; n++)
+        for (int n = 1; n <= 140; n++)
             for (int nanat = -1; nanat < n; nanat += 1 + n / 5) {
                 for (int i = 0; i < n; i++) xd[i] = xf[i] = (float)sin(1.3 * i + n) * 100.0f;
                 if (nanat >= 0) xd[nanat] = xf[nanat] = NAN;
@@ -375,6 +376,58 @@ static void extremes(void **state) {
                     else assert_true(got[k] == (k % 2 ? mn : mx));
                 }
             }
+}
+
+/* The documented summation, written plainly: blocks of at most 128 values
+ * summed with eight double accumulators (acc[i mod 8]), combined as
+ * ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)), the tail added after; longer runs
+ * split at h = round-up-to-8(n/2) and the halves' sums added. */
+static double pairwise_reference(int64_t n, const float *xf, const double *xd) {
+    if (n > 128) {
+        int64_t h = (n / 2 + 7) & ~(int64_t)7;
+        return pairwise_reference(h, xf, xd) + pairwise_reference(n - h, xf ? xf + h : NULL, xd ? xd + h : NULL);
+    }
+    double acc[8] = {0}, s;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += xf ? (double)xf[i + j] : xd[i + j];
+    s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) s += xf ? (double)xf[i] : xd[i];
+    return s;
+}
+
+/* sum_f32 / sum_f64 of every length 0..700 and a few long ones equal the
+ * plain recursion bit for bit (the kernels sum sibling blocks together);
+ * values of mixed signs and magnitudes, so any other order of additions
+ * shows in the last bits. */
+static void pairwise_sums(void **state) {
+    (void)state;
+    const nb_cpu_kernels *tab[3];
+    int nt = usable_tables(tab);
+    enum { N = 100003 };
+    float *xf = malloc(sizeof *xf * N);
+    double *xd = malloc(sizeof *xd * N);
+    assert_non_null(xf);
+    assert_non_null(xd);
+    uint64_t r = 0x9E3779B97F4A7C15u;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        double u = (double)(r >> 11) * 0x1p-53 - 0.5;
+        xd[i] = u * ldexp(1.0, (int)(r >> 3 & 31) - 10);
+        xf[i] = (float)xd[i];
+    }
+    const int64_t longs[] = {1000, 4096, 5000, 65537, N};
+    for (int t = 0; t < nt; t++)
+        for (int64_t c = 0; c <= 700 + 5; c++) {
+            int64_t n = c <= 700 ? c : longs[c - 701];
+            double want_f = pairwise_reference(n, xf, NULL), want_d = pairwise_reference(n, NULL, xd);
+            double got_f = tab[t]->sum_f32(n, xf), got_d = tab[t]->sum_f64(n, xd);
+            if (memcmp(&got_f, &want_f, 8) || memcmp(&got_d, &want_d, 8))
+                fail_msg("%s sum of %lld: f32 %a want %a, f64 %a want %a", tab[t]->isa, (long long)n, got_f, want_f,
+                         got_d, want_d);
+        }
+    free(xf);
+    free(xd);
 }
 
 /* ---- determinism across thread counts ----------------------------------- */
@@ -540,6 +593,7 @@ int main(void) {
         cmocka_unit_test(binary_variants),
         cmocka_unit_test(unary_variants),
         cmocka_unit_test(extremes),
+        cmocka_unit_test(pairwise_sums),
         cmocka_unit_test(reductions_deterministic),
         cmocka_unit_test(scatter_gather_large),
         cmocka_unit_test(storage_alignment_and_reuse),

@@ -15,6 +15,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 /* ---- generic loops from ops.def ---------------------------------------- */
 
@@ -198,20 +201,56 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
 /* ---- reductions --------------------------------------------------------- */
 
 /* Pairwise summation (Higham 1993, as in NumPy): blocks of 128 summed with
- * eight double accumulators, blocks combined recursively.  Error O(log n). */
-#define PAIRWISE(T)                                                                        \
+ * eight double accumulators, blocks combined recursively.  Error O(log n).
+ * Two sibling blocks (a node of 129..256 values) are summed in one loop, so
+ * twice as many independent additions are in flight; each accumulator sees
+ * the same values in the same order as in a block of its own, so the result
+ * is that of the plain recursion, bit for bit. */
+typedef double nb_v4d __attribute__((vector_size(32)));
+typedef float nb_v4f __attribute__((vector_size(16)));
+#if defined(__AVX__) /* gcc 12 splits the generic conversion into two 2-lane ones */
+#define NB_V4F_TO_V4D(a) ((nb_v4d)_mm256_cvtps_pd((__m128)(a)))
+#else
+#define NB_V4F_TO_V4D(a) __builtin_convertvector(a, nb_v4d)
+#endif
+#define NB_V4D_TO_V4D(a) (a)
+static inline double fold8(nb_v4d lo, nb_v4d hi) {
+    return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+}
+/* The eight accumulators as two vectors (gcc does not keep the paired blocks' arrays in
+ * registers by itself): acc[j] += x[j] for j < 8. */
+#define PAIRWISE(T, VT4, CVT)                                                                   \
+    static inline void add8_##T(nb_v4d *lo, nb_v4d *hi, const T *x) {                      \
+        VT4 a, b;                                                                          \
+        memcpy(&a, x, sizeof a);                                                           \
+        memcpy(&b, x + 4, sizeof b);                                                       \
+        *lo += CVT(a);                                                                     \
+        *hi += CVT(b);                                                                     \
+    }                                                                                      \
+    static double leaf_##T(int64_t n, const T *x) {                                        \
+        nb_v4d lo = {0}, hi = {0};                                                         \
+        int64_t i = 0;                                                                     \
+        for (; i + 8 <= n; i += 8) add8_##T(&lo, &hi, x + i);                              \
+        double s = fold8(lo, hi);                                                          \
+        for (; i < n; i++) s += (double)x[i];                                              \
+        return s;                                                                          \
+    }                                                                                      \
     static double sum_##T(int64_t n, const T *x) {                                         \
-        if (n <= 128) {                                                                    \
-            double acc[8] = {0};                                                           \
-            int64_t i = 0;                                                                 \
-            for (; i + 8 <= n; i += 8)                                                     \
-                for (int j = 0; j < 8; j++) acc[j] += (double)x[i + j];                    \
-            double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])); \
-            for (; i < n; i++) s += (double)x[i];                                          \
-            return s;                                                                      \
-        }                                                                                  \
+        if (n <= 128) return leaf_##T(n, x);                                               \
         int64_t h = (n / 2 + 7) & ~(int64_t)7;                                             \
-        return sum_##T(h, x) + sum_##T(n - h, x + h);                                      \
+        if (n > 256) return sum_##T(h, x) + sum_##T(n - h, x + h);                         \
+        /* two leaves, x[0, h) and y = x[h, n): h is a multiple of 8 and n - h <= h + 1 */ \
+        const T *y = x + h;                                                                \
+        int64_t ny = n - h, i = 0;                                                         \
+        nb_v4d alo = {0}, ahi = {0}, blo = {0}, bhi = {0};                                 \
+        for (; i + 8 <= ny; i += 8) {                                                      \
+            add8_##T(&alo, &ahi, x + i);                                                   \
+            add8_##T(&blo, &bhi, y + i);                                                   \
+        }                                                                                  \
+        double sb = fold8(blo, bhi);                                                       \
+        for (int64_t t = i; t < ny; t++) sb += (double)y[t];                               \
+        for (; i < h; i += 8) add8_##T(&alo, &ahi, x + i);                                 \
+        return fold8(alo, ahi) + sb;                                                       \
     }                                                                                      \
     static void acc_##T(int64_t n, int64_t rows, int64_t ld, double *restrict acc,         \
                         const T *restrict x) {                                             \
@@ -224,8 +263,8 @@ static inline __attribute__((always_inline)) void f32_run(nb_k_unary form, nb_k_
         for (; r < rows; r++)                                                              \
             for (int64_t j = 0; j < n; j++) acc[j] += (double)x[r * ld + j];               \
     }
-PAIRWISE(float)
-PAIRWISE(double)
+PAIRWISE(float, nb_v4f, NB_V4F_TO_V4D)
+PAIRWISE(double, nb_v4d, NB_V4D_TO_V4D)
 
 /* Max / min of n >= 1 contiguous values with NaN propagation, in the
  * ISA's native vectors (GCC vector extensions: gcc does not vectorize the
@@ -247,21 +286,34 @@ typedef int64_t nb_vm64 __attribute__((vector_size(NB_VBYTES)));
     static double NAME##_##T(int64_t n, const void *xv) {                                  \
         enum { L = NB_VBYTES / sizeof(T) };                                                \
         const T *x = xv;                                                                   \
-        VT m, v;                                                                           \
-        MT bad = {0};                                                                      \
-        for (int j = 0; j < L; j++) m[j] = x[0];                                           \
+        VT m[4], v;                                                                        \
+        MT bad[4] = {{0}};                                                                 \
+        for (int j = 0; j < L; j++) m[0][j] = x[0];                                        \
+        m[1] = m[2] = m[3] = m[0];                                                         \
         int64_t i = 0;                                                                     \
+        for (; i + 4 * L <= n; i += 4 * L) /* four chains in flight */                    \
+            for (int u = 0; u < 4; u++) {                                                  \
+                memcpy(&v, x + i + u * L, sizeof v);                                       \
+                MT take = v OP m[u];                                                       \
+                bad[u] |= v != v;                                                          \
+                m[u] = (VT)((take & (MT)v) | (~take & (MT)m[u]));                          \
+            }                                                                              \
+        for (int u = 1; u < 4; u++) {                                                      \
+            MT take = m[u] OP m[0];                                                        \
+            bad[0] |= bad[u];                                                              \
+            m[0] = (VT)((take & (MT)m[u]) | (~take & (MT)m[0]));                           \
+        }                                                                                  \
         for (; i + L <= n; i += L) {                                                       \
             memcpy(&v, x + i, sizeof v);                                                   \
-            MT take = v OP m;                                                              \
-            bad |= v != v;                                                                 \
-            m = (VT)((take & (MT)v) | (~take & (MT)m));                                    \
+            MT take = v OP m[0];                                                           \
+            bad[0] |= v != v;                                                              \
+            m[0] = (VT)((take & (MT)v) | (~take & (MT)m[0]));                              \
         }                                                                                  \
-        T r = m[0];                                                                        \
+        T r = m[0][0];                                                                     \
         bool nan = false;                                                                  \
         for (int j = 0; j < L; j++) {                                                      \
-            nan |= bad[j] != 0;                                                            \
-            r = m[j] OP r ? m[j] : r;                                                      \
+            nan |= bad[0][j] != 0;                                                         \
+            r = m[0][j] OP r ? m[0][j] : r;                                                \
         }                                                                                  \
         for (; i < n; i++) {                                                               \
             nan |= x[i] != x[i];                                                           \
