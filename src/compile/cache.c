@@ -43,6 +43,7 @@ void nb_compiled_release(nb_compiled *c) {
     nb_graph_release(c->g);
     nb_graph_release(c->src);
     nb__free(c->param_src);
+    nb__free(c->leaf);
     nb__free(c);
 }
 
@@ -52,7 +53,9 @@ nb_graph *nb_compiled_graph(const nb_compiled *c) { return c ? c->src : NULL; }
  * keep their names through the passes). */
 static nb_compiled *plan_new(nb_graph *src, nb_graph *g, nb_device dev) {
     nb_compiled *c = nb__calloc(1, sizeof *c);
-    if (c && !(c->param_src = nb__malloc(sizeof(int32_t) * (size_t)(g->n ? g->n : 1)))) {
+    size_t n = (size_t)(g->n ? g->n : 1);
+    if (c && (!(c->param_src = nb__malloc(sizeof(int32_t) * n)) || !(c->leaf = nb__malloc(sizeof(int32_t) * n)))) {
+        nb__free(c->param_src);
         nb__free(c);
         c = NULL;
     }
@@ -67,6 +70,7 @@ static nb_compiled *plan_new(nb_graph *src, nb_graph *g, nb_device dev) {
     c->dev = dev;
     for (int id = 0; id < g->n; id++) {
         c->param_src[id] = -1;
+        if (g->nodes[id].kind != NB_GNODE_OP) c->leaf[c->nleaf++] = id;
         if (g->nodes[id].kind != NB_GNODE_PARAM) continue;
         for (int j = 0; j < src->n && c->param_src[id] < 0; j++)
             if (src->nodes[j].kind == NB_GNODE_PARAM && !strcmp(src->nodes[j].name, g->nodes[id].name))

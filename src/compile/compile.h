@@ -192,6 +192,8 @@ struct nb_compiled {
     nb_graph *g;       /* what runs: src optimized (passes.h; retained, may be shared by the plans
                           of graphs equal to src) */
     int32_t *param_src; /* per node of g: the node of src a PARAM stands for, else -1 */
+    int32_t *leaf;      /* g's INPUT, PARAM and CONST nodes, in order (what a run binds and checks) */
+    int nleaf;
     nb_pass_stats passes;
     nb_device dev;
     nb_schedule s;

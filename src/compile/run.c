@@ -19,11 +19,12 @@
 /* The public function a run was called through, for messages (compiled_run or compiled_run_into). */
 static _Thread_local const char *OP = "compiled_run";
 
-/* The INPUT or PARAM node named name, -1 when none. */
-static int32_t find_named(const nb_graph *g, const char *name) {
-    for (int i = 0; i < g->n; i++)
-        if ((g->nodes[i].kind == NB_GNODE_INPUT || g->nodes[i].kind == NB_GNODE_PARAM) && !strcmp(g->nodes[i].name, name))
-            return i;
+/* The INPUT or PARAM node of c's graph named name, -1 when none. */
+static int32_t find_named(const nb_compiled *c, const char *name) {
+    for (int q = 0; q < c->nleaf; q++) {
+        const nb_gnode *nd = &c->g->nodes[c->leaf[q]];
+        if ((nd->kind == NB_GNODE_INPUT || nd->kind == NB_GNODE_PARAM) && !strcmp(nd->name, name)) return c->leaf[q];
+    }
     return -1;
 }
 
@@ -66,7 +67,7 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
     const nb_graph *g = c->g;
     for (int i = 0; i < n; i++) {
         if (!names[i]) return nb__error(NB_ERR_NULL, "%s: name %d is NULL", OP, i);
-        int32_t id = find_named(g, names[i]);
+        int32_t id = find_named(c, names[i]);
         if (id < 0)
             return nb__error(NB_ERR_ARG, "%s: graph '%s' has no input or param named '%s'", OP, g->name, names[i]);
         if (slot[nb__slot((nb_gval){id, 0})])
@@ -75,15 +76,17 @@ static nb_status bind_args(const nb_compiled *c, int n, const char *const *names
         if (st != NB_OK) return st;
         slot[nb__slot((nb_gval){id, 0})] = nb_retain(values[i]);
     }
-    for (int id = 0; id < g->n; id++) { /* derived dims (2*B, B-5) of the arguments, once every lone symbol is bound */
-        nb_tensor *v = g->nodes[id].kind == NB_GNODE_OP ? NULL : slot[nb__slot((nb_gval){id, 0})];
+    for (int q = 0; q < c->nleaf; q++) { /* derived dims (2*B, B-5) of the arguments, once every lone symbol is bound */
+        int32_t id = c->leaf[q];
+        nb_tensor *v = slot[nb__slot((nb_gval){id, 0})];
         nb_status st = v ? bind_dims(&g->nodes[id], v, true, bind) : NB_OK;
         if (st != NB_OK) return st;
     }
-    for (int id = 0; id < g->n; id++) {
+    for (int q = 0; q < c->nleaf; q++) {
+        int32_t id = c->leaf[q];
         const nb_gnode *nd = &g->nodes[id];
         nb_tensor **s = &slot[nb__slot((nb_gval){id, 0})];
-        if (nd->kind == NB_GNODE_OP || *s) continue;
+        if (*s) continue;
         if (nd->kind == NB_GNODE_INPUT)
             return nb__error(NB_ERR_ARG, "%s: graph '%s' needs input '%s', which is not given", OP, g->name, nd->name);
         /* a param defaults to the tensor the compiled graph binds it to (an equal graph's plan shares g) */
@@ -397,9 +400,9 @@ static bool can_write_direct(const run_env *e, int i, int32_t s, const nb_tensor
         if (j != i && l >= 0 && overlaps(e->slot[nb__slot((nb_gval){l, 0})], dest)) return false;
     }
     int w = f->k.out_val[o] - f->k.nin; /* the instruction writing it */
-    for (int id = 0; id < g->n; id++) {
-        int32_t l = nb__slot((nb_gval){id, 0});
-        const nb_tensor *a = g->nodes[id].kind == NB_GNODE_OP ? NULL : e->slot[l];
+    for (int q = 0; q < c->nleaf; q++) {
+        int32_t l = nb__slot((nb_gval){c->leaf[q], 0});
+        const nb_tensor *a = e->slot[l];
         if (!a || !overlaps(a, dest) || e->mem->end[l] < k) continue;
         if (e->mem->end[l] > k || f->k.nred) return false;
         bool same_layout = a->storage == dest->storage && a->offset == dest->offset && a->ndim == dest->ndim &&
@@ -434,10 +437,12 @@ static nb_status check_dests(const nb_compiled *c, nb_tensor *const *dest, int n
         if (d->ndim != m.ndim || memcmp(d->shape, m.shape, sizeof(int64_t) * (size_t)m.ndim))
             return nb__error(NB_ERR_SHAPE, "%s: destination of output '%s' has shape %s, the output %s", OP, name,
                              NB_SHAPE_STR(d), NB_DIMS_STR(m.shape, m.ndim));
-        for (int id = 0; id < g->n; id++)
+        for (int q = 0; q < c->nleaf; q++) {
+            int32_t id = c->leaf[q];
             if (g->nodes[id].kind == NB_GNODE_CONST && overlaps(g->nodes[id].value, d))
                 return nb__error(NB_ERR_ARG, "%s: destination of output '%s' is in the memory of a constant of graph "
                                  "'%s' (node %d): writing it would change later runs", OP, name, g->name, id);
+        }
         for (int j = 0; j < i; j++)
             if (dest[j] && overlaps(dest[j], d))
                 return nb__error(NB_ERR_ARG, "%s: destinations of outputs '%s' and '%s' share memory", OP,

@@ -108,6 +108,14 @@ static void plan_stages(fk_plan *P) {
             if (k->instr[j].level == NB_FL_FULL && P->stage[j] == s) P->order[n++] = (int16_t)j;
     }
     P->stage_start[P->nstage] = (int16_t)n;
+    n = 0; /* ROW instructions by point: the reductions closing stage s - 1, then those of stage s */
+    for (int s = 0; s <= P->nstage; s++) {
+        P->row_start[s] = (int16_t)n;
+        for (int j = 0; j < k->ninstr; j++)
+            if (k->instr[j].level == NB_FL_ROW && P->stage[j] == (is_reduce(k->instr[j].op) ? s - 1 : s))
+                P->row_order[n++] = (int16_t)j;
+    }
+    P->row_start[P->nstage + 1] = (int16_t)n;
 }
 
 /* Homes: loads in place, outputs in their tensors, UNIFORM values computed once, ROW values
@@ -499,12 +507,11 @@ static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, c
  * reductions closing stage s - 1. */
 static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*stage)[BUF_BYTES]) {
     const nb_fkernel *k = P->k;
-    for (int j = 0; j < k->ninstr; j++) {
+    for (int q = P->row_start[s]; q < P->row_start[s + 1]; q++) {
+        int j = P->row_order[q], val = k->nin + j;
         const nb_finstr *I = &k->instr[j];
-        int val = k->nin + j;
-        if (I->level != NB_FL_ROW) continue;
         fk_val d = {v[val].p, P->es[val]};
-        if (is_reduce(I->op) && P->stage[j] == s - 1) {
+        if (is_reduce(I->op)) {
             int x = I->in[0], h = P->hidx[x];
             /* a ROW or UNIFORM input has the domain's shape only when rows have one element */
             const char *row = nb__fk_level(k, x) != NB_FL_FULL ? v[x].p
@@ -512,7 +519,7 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
                               : P->home[x] == H_OUT        ? P->base[k->nin + h] + ooff[k->nin + h]
                                                            : P->base[x] + ooff[x];
             nb__store(d.p, I->dtype, nb__cpu_reduce_contig(I->op, nb__fk_dtype(k, x), P->L, row));
-        } else if (!is_reduce(I->op) && P->stage[j] == s) {
+        } else {
             fk_val a[3];
             for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
             nb__cpu_fk_exec(P, I, 1, d, a, stage);

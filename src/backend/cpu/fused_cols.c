@@ -98,6 +98,7 @@ static bool cols_geometry(fk_cols *C, const int64_t *shape, int ndim, const nb_t
     want = want < 1 ? 1 : want > most ? most : want;
     C->ct = CT_MAX;
     while (C->ct > 16 && lines * ((line + C->ct - 1) / C->ct) < want) C->ct /= 2;
+    if (C->ct > line) C->ct = (line + 15) & ~(int64_t)15; /* a short line: its own width, not CT_MAX's scratch to clear */
     C->ntile_line = (line + C->ct - 1) / C->ct;
     C->chunk_bytes = ((size_t)P->nrowbuf * GROUP + (size_t)P->nrowv + 2 * (size_t)C->nsum) * (size_t)C->ct * 8;
     return true;

@@ -47,6 +47,8 @@ typedef struct fk_plan {
     int8_t stage[NB_FK_MAX_INSTR];       /* FULL / reduce: its stage; ROW: the stage it runs before */
     int16_t order[NB_FK_MAX_INSTR];      /* FULL instructions, stage by stage */
     int16_t stage_start[NB_FK_MAX_INSTR + 1];
+    int16_t row_order[NB_FK_MAX_INSTR];  /* row kernels: ROW instructions by the point they run at */
+    int16_t row_start[NB_FK_MAX_INSTR + 2]; /* point s (before stage s; nstage: after the last) */
     _Alignas(8) unsigned char uni[MAX_VALS][8];
     /* geometry: operands are the loads, then the outputs */
     int nops;

@@ -347,14 +347,15 @@ static void emit_blocks(nb__text *b, const nb_fkernel *k) {
     for (int o = 0; o < k->nout; o++)
         if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL)
             nb__text_printf(b, "    %s o%d[%d];\n", ctype(nb__fk_dtype(k, k->out_val[o])), o, JB);
-    nb__text_printf(b, "    uint8_t outside[%d] = {0};\n    int any = 0;\n", JB + 64);
+    nb__text_printf(b, "    uint8_t outside[%d];\n    int any = 0;\n", JB + 64); /* the flags past m: zeroed when read */
     for (int inplace = 1; inplace >= 0; inplace--) {
         nb__text_printf(b, inplace ? "    if (inplace) {\n" : "    } else {\n");
         nb__text_printf(b, "    for (int64_t t = 0; t < m; t++) {\n    const int64_t i = i0 + t;\n    int bad = 0;\n");
         emit_body(b, k, 1, inplace);
         nb__text_printf(b, "    outside[t] = (uint8_t)bad;\n    any |= bad;\n    }\n");
     }
-    nb__text_printf(b, "    }\n    if (any) for (int64_t w = 0; w < m; w += 64) {\n"
+    nb__text_printf(b, "    }\n    if (any) memset(outside + m, 0, 64);\n"
+                       "    if (any) for (int64_t w = 0; w < m; w += 64) {\n"
                        "    uint64_t f[8], g = 0;\n    memcpy(f, outside + w, 64);\n"
                        "    for (int u = 0; u < 8; u++) g |= f[u];\n    if (!g) continue;\n"
                        "    for (int64_t t = w; t < w + 64 && t < m; t++) {\n    if (!outside[t]) continue;\n"
