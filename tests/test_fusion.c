@@ -457,6 +457,51 @@ static void row_functions_are_one_kernel(void **state) {
         }
 }
 
+/* layer_norm with a weight and a bias (loads broadcast along the rows) for the tests below. */
+static nb_tensor *ln_w, *ln_b;
+static nb_tensor *f_layer_norm_affine(nb_tensor *x) { return nb_layer_norm(x, 1, ln_w, ln_b, 1e-5); }
+
+/* Short rows (up to 256 elements) run in groups, a stage's compiled kernel called once over the
+ * group's rows (fused.c, batch_rows): eager's bits for row lengths around the group sizes, row
+ * counts that leave a partial group, a 3-d domain whose groups stop at each outer index,
+ * transposed inputs (loads that do not run on from row to row: expanded), the affine
+ * layer_norm's broadcast weight and bias, and 1 and 3 threads. */
+static void short_rows_run_in_groups(void **state) {
+    (void)state;
+    graph_fn1 fns[] = {f_softmax, f_log_softmax, f_layer_norm_affine, f_logsumexp};
+    const int64_t cols[] = {1, 3, 10, 256, 257}, rows[] = {1, 5, 300, 1030};
+    int saved = nb_get_num_threads();
+    for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
+        ln_w = NBT(nb_randn(NB_SHAPE(cols[c]), NB_F32));
+        ln_b = NBT(nb_randn(NB_SHAPE(cols[c]), NB_F32));
+        for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+            nb_compiled *plan;
+            nb_graph *g = trace1(fns[i], cols[c], &plan);
+            for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+                for (int t = 0; t < 2; t++) {
+                    nb_scope_begin();
+                    nb_tensor *x = NBT(nb_randn(NB_SHAPE(rows[r], cols[c]), NB_F32));
+                    if (t) x = NBT(nb_transpose(NBT(nb_contiguous(NBT(nb_transpose(x, 0, 1)))), 0, 1));
+                    nb_set_num_threads(t ? 3 : 1);
+                    assert_true(same_bits(fns[i](x), run1(plan, x), "short rows"));
+                    nb_scope_end();
+                }
+            nb_compiled_release(plan);
+            nb_graph_release(g);
+        }
+    }
+    nb_set_num_threads(saved);
+    nb_graph *g = nb_graph_begin("f3"); /* [A, R, C]: groups end where the middle axis does */
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(nb_dim("A"), 7, 5)));
+    assert_int_equal(nb_graph_output(g, "y", nb_log_softmax(x, -1)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
+    nb_compiled *plan = nb_graph_compile(g, NB_CPU);
+    nb_tensor *xv = NBT(nb_randn(NB_SHAPE(3, 7, 5), NB_F32));
+    assert_true(same_bits(nb_log_softmax(xv, -1), run1(plan, xv), "short rows, 3-d"));
+    nb_compiled_release(plan);
+    nb_graph_release(g);
+}
+
 /* A broadcast operand feeding a reduction over two trailing axes: one kernel, eager's bits. */
 static void broadcast_into_multi_axis_reduction(void **state) {
     (void)state;
@@ -1106,6 +1151,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(random_programs_match_eager, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(row_functions_are_one_kernel, nbt_setup, nbt_teardown),
+        cmocka_unit_test_setup_teardown(short_rows_run_in_groups, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(broadcast_into_multi_axis_reduction, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(kernel_over_transposed_stepped_view, nbt_setup, nbt_teardown),
         cmocka_unit_test_setup_teardown(result_into_negative_stride_slice, nbt_setup, nbt_teardown),

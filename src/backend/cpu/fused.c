@@ -24,10 +24,14 @@
  *    over a row that stays in cache.  Rows are split across the pool.  With
  *    the compiler, a stage is one call per line of its kernel compiled as an
  *    elementwise kernel (the row's ROW values its UNIFORM loads); the
- *    reductions stay the built-in ones.  Outputs that nothing reads back are
- *    stored past the caches when they outgrow them (stream.c).  Both
- *    together: softmax and layer_norm over [8192, 4096] f32 in 0.87 and
- *    0.82 of the interpreter's time (bench/RESULTS.md §18).
+ *    reductions stay the built-in ones.  Short rows (up to TILE / 4
+ *    elements) run in groups of TILE / L rows: a stage is one call over the
+ *    group, its per-row values expanded along their rows (batch_rows;
+ *    softmax over [64, 10] in a quarter of the time a row at a time,
+ *    bench/RESULTS.md §29).  Outputs that nothing reads back are stored
+ *    past the caches when they outgrow them (stream.c).  Both together:
+ *    softmax and layer_norm over [8192, 4096] f32 in 0.87 and 0.82 of the
+ *    interpreter's time (bench/RESULTS.md §18).
  *  - UNIFORM values (scalars and ops on them) are computed once per call.
  *
  * Results do not depend on the thread count: every element and every row is
@@ -378,7 +382,7 @@ bool nb__cpu_fk_stage_kernel(const fk_plan *P, int s, fk_stage *S) {
             S->src[nin] = (int16_t)v;
             S->in_dtype[nin] = nb__fk_dtype(k, v);
             nb_flevel lv = nb__fk_level(k, v);
-            S->in_level[nin++] = lv == NB_FL_FULL || (lv == NB_FL_ROW && k->lead) ? NB_FL_FULL : NB_FL_UNIFORM;
+            S->in_level[nin++] = lv == NB_FL_FULL || (lv == NB_FL_ROW && (k->lead || P->batch > 1)) ? NB_FL_FULL : NB_FL_UNIFORM;
         }
     for (int q = q0; q < q1; q++) {
         int j = P->order[q], val = k->nin + j;
@@ -435,7 +439,7 @@ static bool compile_stages(fk_plan *P, int64_t rows) {
 static fk_val full_val(const fk_plan *P, int val, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
     int last = P->ninner - 1, o = nb__cpu_fk_operand(P, val);
     if (o >= 0) return (fk_val){P->base[o] + loff[o] + t0 * P->istr[o][last], P->istr[o][last]};
-    return (fk_val){rowbuf + (size_t)P->hidx[val] * (size_t)P->L * 8 + f * P->es[val], P->es[val]};
+    return (fk_val){rowbuf + (size_t)P->hidx[val] * (size_t)(P->batch * P->L) * 8 + f * P->es[val], P->es[val]};
 }
 
 /* Point the FULL loads and the persistent FULL values (outputs, row buffers) at that tile. */
@@ -503,38 +507,102 @@ static void row_stage(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, c
     }
 }
 
+/* Byte step from one row to the next of operand o (its last outer axis), 0 when there is one row. */
+static int64_t row_step(const fk_plan *P, int o) { return P->nouter ? P->ostr[o][P->nouter - 1] : 0; }
+
 /* The ROW instructions that run before stage s (s = nstage: after the last), and the
- * reductions closing stage s - 1. */
-static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*stage)[BUF_BYTES]) {
+ * reductions closing stage s - 1, for the g rows from the one at offsets ooff (ROW values in v:
+ * the first row's element and the step to the next). */
+static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff, char *rowbuf, char (*stage)[BUF_BYTES],
+                        int64_t g) {
     const nb_fkernel *k = P->k;
     for (int q = P->row_start[s]; q < P->row_start[s + 1]; q++) {
         int j = P->row_order[q], val = k->nin + j;
         const nb_finstr *I = &k->instr[j];
-        fk_val d = {v[val].p, P->es[val]};
+        fk_val d = v[val];
         if (is_reduce(I->op)) {
             int x = I->in[0], h = P->hidx[x];
             /* a ROW or UNIFORM input has the domain's shape only when rows have one element */
-            const char *row = nb__fk_level(k, x) != NB_FL_FULL ? v[x].p
-                              : P->home[x] == H_ROWBUF     ? rowbuf + (size_t)h * (size_t)P->L * 8
-                              : P->home[x] == H_OUT        ? P->base[k->nin + h] + ooff[k->nin + h]
-                                                           : P->base[x] + ooff[x];
-            nb__store(d.p, I->dtype, nb__cpu_reduce_contig(I->op, nb__fk_dtype(k, x), P->L, row));
+            fk_val row = nb__fk_level(k, x) != NB_FL_FULL ? v[x]
+                         : P->home[x] == H_ROWBUF ? (fk_val){rowbuf + (size_t)h * (size_t)(P->batch * P->L) * 8, P->L * P->es[x]}
+                         : P->home[x] == H_OUT    ? (fk_val){P->base[k->nin + h] + ooff[k->nin + h], row_step(P, k->nin + h)}
+                                                  : (fk_val){P->base[x] + ooff[x], row_step(P, x)};
+            for (int64_t r = 0; r < g; r++)
+                nb__store(d.p + r * d.s, I->dtype, nb__cpu_reduce_contig(I->op, nb__fk_dtype(k, x), P->L, row.p + r * row.s));
         } else {
             fk_val a[3];
             for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
-            nb__cpu_fk_exec(P, I, 1, d, a, stage);
+            nb__cpu_fk_exec(P, I, g, d, a, stage);
         }
     }
 }
 
-/* Rows [lo, hi) (chunk `chunk`: its own row buffers). */
+/* g rows of L es-byte elements into dst, contiguous: row r's element i from src + r rs + i is. */
+#define EXPAND_ROWS(T)                                                                    \
+    for (int64_t r = 0; r < g; r++)                                                       \
+        for (int64_t i = 0; i < L; i++) {                                                 \
+            T e;                                                                          \
+            memcpy(&e, src + r * rs + i * is, sizeof e);                                  \
+            ((T *)dst)[r * L + i] = e;                                                    \
+        }
+static char *expand_rows(char *dst, const char *src, int64_t rs, int64_t is, int64_t g, int64_t L, size_t es) {
+    if (es == 4) EXPAND_ROWS(uint32_t)
+    else if (es == 8) EXPAND_ROWS(uint64_t)
+    else if (es == 2) EXPAND_ROWS(uint16_t)
+    else EXPAND_ROWS(uint8_t)
+    return dst;
+}
+#undef EXPAND_ROWS
+
+/* Does FULL operand o step from row to row as one run of its elements (a flat walk of g rows)? */
+static bool row_linear(const fk_plan *P, int o) { return row_step(P, o) == P->L * P->istr[o][0]; }
+
+/* Stage s (compiled, batched: see run_rows) of the g rows from the one at offsets ooff in one call
+ * over their g L elements: loads and outputs that run on from row to row in place, row buffers
+ * as batch rows, ROW values and other loads expanded into tile buffers of g L elements. */
+static void group_stage(const fk_plan *P, int s, const fk_val *v, const int64_t *ooff, char *rowbuf,
+                        char (*scratch)[BUF_BYTES], int64_t g) {
+    const fk_stage *S = &P->stages[s];
+    char *ptr[NB_FK_MAX_IO];
+    int64_t bs[NB_FK_MAX_IO];
+    const void *uni[NB_FK_MAX_IO];
+    int nexp = 0;
+    for (int o = 0; o < S->sub.nops; o++) {
+        int src = S->src[o], op = nb__cpu_fk_operand(P, src);
+        size_t es = P->es[src];
+        fk_val x = v[src];
+        if (o < S->k.nin && S->in_level[o] != NB_FL_FULL) x.s = 0; /* UNIFORM */
+        else if (nb__fk_level(P->k, src) == NB_FL_ROW)
+            x = (fk_val){expand_rows(scratch[nexp++], x.p, x.s, 0, g, P->L, es), (int64_t)es};
+        else if (op < 0)
+            x = (fk_val){rowbuf + (size_t)P->hidx[src] * (size_t)(P->batch * P->L) * 8, (int64_t)es};
+        else if (row_linear(P, op))
+            x = (fk_val){P->base[op] + ooff[op], P->istr[op][0]};
+        else /* a load broadcast along the rows, or strided between them */
+            x = (fk_val){expand_rows(scratch[nexp++], P->base[op] + ooff[op], row_step(P, op), P->istr[op][0], g, P->L, es),
+                         (int64_t)es};
+        ptr[o] = x.p;
+        bs[o] = x.s;
+        uni[o] = x.p; /* read for the UNIFORM loads only */
+    }
+    nb__cpu_fk_stage_run(S, g * P->L, ptr, bs, uni, P->streams);
+}
+
+/* Bytes of one chunk's buffers: row buffers (batch rows of L 8-byte slots each), then ROW values
+ * (batch 8-byte slots each). */
+static size_t chunk_bytes(const fk_plan *P) {
+    return ((size_t)P->nrowbuf * (size_t)P->L + (size_t)P->nrowv) * (size_t)P->batch * 8;
+}
+
+/* Rows [lo, hi) (chunk `chunk`: its own row buffers), one by one or (batch > 1) in groups of up to
+ * batch rows along the last outer axis. */
 static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     const fk_plan *P = ctx;
     const nb_fkernel *k = P->k;
     _Alignas(64) char scratch[MAX_SCRATCH][BUF_BYTES];
     _Alignas(64) char stage[4][BUF_BYTES];
-    _Alignas(8) unsigned char rowv[NB_FK_MAX_INSTR][8];
-    char *rowbuf = P->rowbuf ? P->rowbuf + (size_t)chunk * (size_t)P->nrowbuf * (size_t)P->L * 8 : NULL;
+    char *rowbuf = P->rowbuf ? P->rowbuf + (size_t)chunk * chunk_bytes(P) : NULL; /* NULL: no buffers */
+    char *rowv = rowbuf ? rowbuf + (size_t)P->nrowbuf * (size_t)(P->batch * P->L) * 8 : NULL;
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
         if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = nb__cpu_fk_uniform(P, j);
@@ -543,26 +611,66 @@ static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
         idx[d] = rem % P->oshape[d];
         rem /= P->oshape[d];
     }
-    for (int64_t r = lo; r < hi; r++) {
+    for (int64_t r = lo, g; r < hi; r += g) {
+        g = P->batch;
+        if (g > hi - r) g = hi - r;
+        if (P->nouter && g > P->oshape[P->nouter - 1] - idx[P->nouter - 1]) g = P->oshape[P->nouter - 1] - idx[P->nouter - 1];
         int64_t ooff[NB_FK_MAX_IO];
         for (int o = 0; o < P->nops; o++) {
             ooff[o] = 0;
             for (int d = 0; d < P->nouter; d++) ooff[o] += idx[d] * P->ostr[o][d];
         }
+        /* ROW values: one element a row, the step to the next row's when batched (one by one, the
+         * interpreter reads them as broadcast operands: step 0) */
+        bool b = P->batch > 1;
         for (int j = 0; j < k->nin; j++)
-            if (k->in_level[j] == NB_FL_ROW) v[j] = (fk_val){P->base[j] + ooff[j], 0};
+            if (k->in_level[j] == NB_FL_ROW) v[j] = (fk_val){P->base[j] + ooff[j], b ? row_step(P, j) : 0};
         for (int j = 0; j < k->ninstr; j++) {
             int val = k->nin + j, h = P->hidx[val];
             if (k->instr[j].level != NB_FL_ROW) continue;
-            v[val] = (fk_val){P->home[val] == H_OUT ? P->base[k->nin + h] + ooff[k->nin + h] : (char *)rowv[h], 0};
+            v[val] = P->home[val] == H_OUT ? (fk_val){P->base[k->nin + h] + ooff[k->nin + h], b ? row_step(P, k->nin + h) : 0}
+                                           : (fk_val){rowv + (size_t)h * (size_t)P->batch * 8, b ? P->es[val] : 0};
         }
         for (int s = 0; s <= P->nstage; s++) {
-            row_scalars(P, s, v, ooff, rowbuf, stage);
-            if (s < P->nstage) row_stage(P, s, v, ooff, rowbuf, scratch, stage);
+            row_scalars(P, s, v, ooff, rowbuf, stage, g);
+            if (s == P->nstage || P->stage_start[s] == P->stage_start[s + 1]) continue;
+            if (P->batch > 1) group_stage(P, s, v, ooff, rowbuf, scratch, g);
+            else row_stage(P, s, v, ooff, rowbuf, scratch, stage);
         }
+        if (P->nouter) idx[P->nouter - 1] += g - 1;
         for (int d = P->nouter - 1; d >= 0 && ++idx[d] == P->oshape[d]; d--) idx[d] = 0;
     }
     if (P->streams) nb__cpu_stream_fence();
+}
+
+/* Rows run batch at a time (batch > 1) when they are short (L <= TILE / 4: a call per stage and row
+ * would cost more than the row's work; TILE / L rows make a tile), one line each, every stage is
+ * compiled, every output runs on from row to row, and a stage expands at most MAX_SCRATCH operands
+ * (its ROW values, its loads that do not run on).  Each element, row value and reduction is
+ * computed as one by one, so the bits do not change. */
+static bool batch_rows(fk_plan *P, int64_t rows) {
+    const nb_fkernel *k = P->k;
+    if (!nb__jit_on() || rows < 2 || P->nouter == 0 || P->ninner != 1 || P->L > TILE / 4) return false;
+    for (int o = 0; o < k->nout; o++)
+        if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL && P->home[k->out_val[o]] == H_OUT && !row_linear(P, k->nin + o))
+            return false;
+    P->batch = TILE / P->L;
+    bool ok = compile_stages(P, rows);
+    for (int s = 0; ok && s < P->nstage; s++) {
+        const fk_stage *S = &P->stages[s];
+        int nexp = 0;
+        for (int o = 0; S->fn && o < S->k.nin; o++) {
+            int src = S->src[o], op = nb__cpu_fk_operand(P, src);
+            nexp += S->in_level[o] == NB_FL_FULL && (nb__fk_level(k, src) == NB_FL_ROW || (op >= 0 && !row_linear(P, op)));
+        }
+        ok = nexp <= MAX_SCRATCH;
+    }
+    if (!ok) {
+        nb__free(P->stages);
+        P->stages = NULL;
+        P->batch = 1;
+    }
+    return ok;
 }
 
 static nb_status run_rows(fk_plan *P, int *ran) {
@@ -571,12 +679,13 @@ static nb_status run_rows(fk_plan *P, int *ran) {
     if (rows == 0) return NB_OK;
     P->stages = NULL;
     P->streams = false;
-    if (compile_stages(P, rows)) *ran = NB_FK_RAN_COMPILED;
+    P->batch = 1;
+    if (batch_rows(P, rows) || compile_stages(P, rows)) *ran = NB_FK_RAN_COMPILED;
     int64_t chunks = rows * P->L / 16384;
     int64_t most = 4 * (int64_t)nb_get_num_threads();
     chunks = chunks < 1 ? 1 : chunks > most ? most : chunks;
     if (chunks > rows) chunks = rows;
-    size_t bytes = (size_t)chunks * (size_t)P->nrowbuf * (size_t)P->L * 8;
+    size_t bytes = (size_t)chunks * chunk_bytes(P);
     P->rowbuf = bytes ? nb__buf_alloc(bytes) : NULL;
     if (!bytes || P->rowbuf) nb__parallel_chunks(rows, chunks, row_chunk, P);
     if (P->rowbuf) nb__buf_free(P->rowbuf, bytes);
@@ -592,6 +701,7 @@ nb_status nb__cpu_fused(const nb_fkernel *k, const int64_t *shape, int ndim, nb_
     P.nval = k->nin + k->ninstr;
     P.nops = k->nin + k->nout;
     P.rowbuf = NULL;
+    P.batch = 1;
     P.may_share = true;
     const nb_tensor *ts[NB_FK_MAX_IO];
     for (int j = 0; j < k->nin; j++) ts[j] = in[j];

@@ -60,6 +60,7 @@ typedef struct fk_plan {
     char *rowbuf;                        /* per chunk: nrowbuf buffers of L elements of 8 bytes */
     fk_stage *stages;                    /* row kernels: per stage, its compiled form (NULL: interpreted) */
     bool streams;                        /* row kernels: the stages' outputs marked in stream go past the caches */
+    int64_t batch;                       /* row kernels: rows run together (1: one by one), see run_rows */
     bool may_share;                      /* can an output share memory with a load (else no check per call)? */
 } fk_plan;
 
