@@ -537,7 +537,6 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
     }
 }
 
-/* g rows of L es-byte elements into dst, contiguous: row r's element i from src + r rs + i is. */
 #define EXPAND_ROWS(T)                                                                    \
     for (int64_t r = 0; r < g; r++)                                                       \
         for (int64_t i = 0; i < L; i++) {                                                 \
@@ -545,7 +544,7 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
             memcpy(&e, src + r * rs + i * is, sizeof e);                                  \
             ((T *)dst)[r * L + i] = e;                                                    \
         }
-static char *expand_rows(char *dst, const char *src, int64_t rs, int64_t is, int64_t g, int64_t L, size_t es) {
+char *nb__cpu_fk_expand_rows(char *dst, const char *src, int64_t rs, int64_t is, int64_t g, int64_t L, size_t es) {
     if (es == 4) EXPAND_ROWS(uint32_t)
     else if (es == 8) EXPAND_ROWS(uint64_t)
     else if (es == 2) EXPAND_ROWS(uint16_t)
@@ -573,13 +572,13 @@ static void group_stage(const fk_plan *P, int s, const fk_val *v, const int64_t 
         fk_val x = v[src];
         if (o < S->k.nin && S->in_level[o] != NB_FL_FULL) x.s = 0; /* UNIFORM */
         else if (nb__fk_level(P->k, src) == NB_FL_ROW)
-            x = (fk_val){expand_rows(scratch[nexp++], x.p, x.s, 0, g, P->L, es), (int64_t)es};
+            x = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], x.p, x.s, 0, g, P->L, es), (int64_t)es};
         else if (op < 0)
             x = (fk_val){rowbuf + (size_t)P->hidx[src] * (size_t)(P->batch * P->L) * 8, (int64_t)es};
         else if (row_linear(P, op))
             x = (fk_val){P->base[op] + ooff[op], P->istr[op][0]};
         else /* a load broadcast along the rows, or strided between them */
-            x = (fk_val){expand_rows(scratch[nexp++], P->base[op] + ooff[op], row_step(P, op), P->istr[op][0], g, P->L, es),
+            x = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], P->base[op] + ooff[op], row_step(P, op), P->istr[op][0], g, P->L, es),
                          (int64_t)es};
         ptr[o] = x.p;
         bs[o] = x.s;

@@ -110,6 +110,10 @@ static inline int nb__cpu_fk_operand(const fk_plan *P, int v) {
 void nb__cpu_fk_exec(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, const fk_val *a,
                      char (*stage)[BUF_BYTES]);
 
+/** g rows of L es-byte elements into dst, contiguous: row r's element i from src + r rs + i is
+ *  (is 0: a per-row value repeated along its row; rs 0: one row repeated); returns dst (fused.c). */
+char *nb__cpu_fk_expand_rows(char *dst, const char *src, int64_t rs, int64_t is, int64_t g, int64_t L, size_t es);
+
 /** The value of UNIFORM value v of P (a load's first element, or computed by run_uniform). */
 fk_val nb__cpu_fk_uniform(const fk_plan *P, int v);
 
