@@ -434,12 +434,16 @@ static bool compile_stages(fk_plan *P, int64_t rows) {
     return all;
 }
 
+/* Row buffer h of a chunk's buffers at rowbuf: batch rows of L 8-byte slots (then, at h = nrowbuf,
+ * the ROW values' slots). */
+static char *rowbuf_at(const fk_plan *P, char *rowbuf, int h) { return rowbuf + (size_t)h * (size_t)(P->batch * P->L) * 8; }
+
 /* FULL value val (a load, an output or a row buffer) at the tile that starts t0 elements into the
  * current line (operand offsets loff, row position f). */
 static fk_val full_val(const fk_plan *P, int val, const int64_t *loff, int64_t t0, int64_t f, char *rowbuf) {
     int last = P->ninner - 1, o = nb__cpu_fk_operand(P, val);
     if (o >= 0) return (fk_val){P->base[o] + loff[o] + t0 * P->istr[o][last], P->istr[o][last]};
-    return (fk_val){rowbuf + (size_t)P->hidx[val] * (size_t)(P->batch * P->L) * 8 + f * P->es[val], P->es[val]};
+    return (fk_val){rowbuf_at(P, rowbuf, P->hidx[val]) + f * P->es[val], P->es[val]};
 }
 
 /* Point the FULL loads and the persistent FULL values (outputs, row buffers) at that tile. */
@@ -524,7 +528,7 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
             int x = I->in[0], h = P->hidx[x];
             /* a ROW or UNIFORM input has the domain's shape only when rows have one element */
             fk_val row = nb__fk_level(k, x) != NB_FL_FULL ? v[x]
-                         : P->home[x] == H_ROWBUF ? (fk_val){rowbuf + (size_t)h * (size_t)(P->batch * P->L) * 8, P->L * P->es[x]}
+                         : P->home[x] == H_ROWBUF ? (fk_val){rowbuf_at(P, rowbuf, h), P->L * P->es[x]}
                          : P->home[x] == H_OUT    ? (fk_val){P->base[k->nin + h] + ooff[k->nin + h], row_step(P, k->nin + h)}
                                                   : (fk_val){P->base[x] + ooff[x], row_step(P, x)};
             for (int64_t r = 0; r < g; r++)
@@ -556,35 +560,47 @@ char *nb__cpu_fk_expand_rows(char *dst, const char *src, int64_t rs, int64_t is,
 /* Does FULL operand o step from row to row as one run of its elements (a flat walk of g rows)? */
 static bool row_linear(const fk_plan *P, int o) { return row_step(P, o) == P->L * P->istr[o][0]; }
 
+void nb__cpu_fk_stage_rows(const fk_plan *P, const fk_stage *S, fk_val *x, int64_t g, int64_t n,
+                           char (*scratch)[BUF_BYTES], int nexp, bool stream) {
+    char *ptr[NB_FK_MAX_IO];
+    int64_t bs[NB_FK_MAX_IO];
+    const void *uni[NB_FK_MAX_IO];
+    for (int o = 0; o < S->sub.nops; o++) {
+        int src = S->src[o];
+        size_t es = P->es[src];
+        if (o < S->k.nin && S->in_level[o] != NB_FL_FULL) x[o].s = 0; /* UNIFORM */
+        else if (nb__fk_level(P->k, src) == NB_FL_ROW) /* a row's element, or (lead) a column's */
+            x[o] = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], x[o].p, P->k->lead ? 0 : x[o].s, P->k->lead ? x[o].s : 0,
+                                                   g, n, es), (int64_t)es};
+        ptr[o] = x[o].p;
+        bs[o] = x[o].s;
+        uni[o] = x[o].p; /* read for the UNIFORM loads only */
+    }
+    nb__cpu_fk_stage_run(S, g * n, ptr, bs, uni, stream);
+}
+
 /* Stage s (compiled, batched: see run_rows) of the g rows from the one at offsets ooff in one call
  * over their g L elements: loads and outputs that run on from row to row in place, row buffers
  * as batch rows, ROW values and other loads expanded into tile buffers of g L elements. */
 static void group_stage(const fk_plan *P, int s, const fk_val *v, const int64_t *ooff, char *rowbuf,
                         char (*scratch)[BUF_BYTES], int64_t g) {
     const fk_stage *S = &P->stages[s];
-    char *ptr[NB_FK_MAX_IO];
-    int64_t bs[NB_FK_MAX_IO];
-    const void *uni[NB_FK_MAX_IO];
+    fk_val x[NB_FK_MAX_IO];
     int nexp = 0;
     for (int o = 0; o < S->sub.nops; o++) {
         int src = S->src[o], op = nb__cpu_fk_operand(P, src);
-        size_t es = P->es[src];
-        fk_val x = v[src];
-        if (o < S->k.nin && S->in_level[o] != NB_FL_FULL) x.s = 0; /* UNIFORM */
-        else if (nb__fk_level(P->k, src) == NB_FL_ROW)
-            x = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], x.p, x.s, 0, g, P->L, es), (int64_t)es};
+        int64_t es = P->es[src];
+        if (nb__fk_level(P->k, src) != NB_FL_FULL) /* UNIFORM and ROW values: nb__cpu_fk_stage_rows */
+            x[o] = v[src];
         else if (op < 0)
-            x = (fk_val){rowbuf + (size_t)P->hidx[src] * (size_t)(P->batch * P->L) * 8, (int64_t)es};
+            x[o] = (fk_val){rowbuf_at(P, rowbuf, P->hidx[src]), es};
         else if (row_linear(P, op))
-            x = (fk_val){P->base[op] + ooff[op], P->istr[op][0]};
+            x[o] = (fk_val){P->base[op] + ooff[op], P->istr[op][0]};
         else /* a load broadcast along the rows, or strided between them */
-            x = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], P->base[op] + ooff[op], row_step(P, op), P->istr[op][0], g, P->L, es),
-                         (int64_t)es};
-        ptr[o] = x.p;
-        bs[o] = x.s;
-        uni[o] = x.p; /* read for the UNIFORM loads only */
+            x[o] = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], P->base[op] + ooff[op], row_step(P, op), P->istr[op][0],
+                                                   g, P->L, (size_t)es), es};
     }
-    nb__cpu_fk_stage_run(S, g * P->L, ptr, bs, uni, P->streams);
+    nb__cpu_fk_stage_rows(P, S, x, g, P->L, scratch, nexp, P->streams);
 }
 
 /* Bytes of one chunk's buffers: row buffers (batch rows of L 8-byte slots each), then ROW values
@@ -601,7 +617,7 @@ static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     _Alignas(64) char scratch[MAX_SCRATCH][BUF_BYTES];
     _Alignas(64) char stage[4][BUF_BYTES];
     char *rowbuf = P->rowbuf ? P->rowbuf + (size_t)chunk * chunk_bytes(P) : NULL; /* NULL: no buffers */
-    char *rowv = rowbuf ? rowbuf + (size_t)P->nrowbuf * (size_t)(P->batch * P->L) * 8 : NULL;
+    char *rowv = rowbuf ? rowbuf_at(P, rowbuf, P->nrowbuf) : NULL;
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
         if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = nb__cpu_fk_uniform(P, j);

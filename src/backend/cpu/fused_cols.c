@@ -158,26 +158,11 @@ static void full_compiled(const fk_stage *S, const fk_val *v, int64_t n) {
 
 /* The FULL instructions of the g rows from the one v points at (a tile of a whole line of n
  * columns) in one call of S: loads and outputs in place, the row buffers' GROUP rows as they lie,
- * per-column values expanded along the rows into scratch. */
+ * per-column values expanded along the rows. */
 static void cols_group(const fk_cols *C, const fk_val *v, int64_t n, int64_t g, char (*scratch)[BUF_BYTES]) {
-    const fk_plan *P = C->P;
-    const fk_stage *S = C->S;
-    char *ptr[NB_FK_MAX_IO];
-    int64_t bs[NB_FK_MAX_IO];
-    const void *uni[NB_FK_MAX_IO];
-    int nexp = 0;
-    for (int o = 0; o < S->sub.nops; o++) {
-        int src = S->src[o];
-        size_t es = P->es[src];
-        fk_val x = v[src];
-        if (o < S->k.nin && S->in_level[o] != NB_FL_FULL) x.s = 0; /* UNIFORM */
-        else if (nb__fk_level(P->k, src) == NB_FL_ROW)
-            x = (fk_val){nb__cpu_fk_expand_rows(scratch[nexp++], x.p, 0, x.s, g, n, es), (int64_t)es};
-        ptr[o] = x.p;
-        bs[o] = x.s;
-        uni[o] = x.p; /* read for the UNIFORM loads only */
-    }
-    nb__cpu_fk_stage_run(S, g * n, ptr, bs, uni, false);
+    fk_val x[NB_FK_MAX_IO];
+    for (int o = 0; o < C->S->sub.nops; o++) x[o] = v[C->S->src[o]];
+    nb__cpu_fk_stage_rows(C->P, C->S, x, g, n, scratch, 0, false);
 }
 
 /* Tiles [lo, hi) (chunk `chunk`: its own scratch). */

@@ -114,6 +114,14 @@ void nb__cpu_fk_exec(const fk_plan *P, const nb_finstr *I, int64_t n, fk_val d, 
  *  (is 0: a per-row value repeated along its row; rs 0: one row repeated); returns dst (fused.c). */
 char *nb__cpu_fk_expand_rows(char *dst, const char *src, int64_t rs, int64_t is, int64_t g, int64_t L, size_t es);
 
+/** One call of compiled stage S (of row or column kernel P) over g rows of n elements: operand o
+ *  where x[o] says — FULL ones at their first row's first element, running on from row to row;
+ *  ROW values (a row kernel's: one element a row, x[o].s apart; a column kernel's: one a column
+ *  along the row, x[o].s apart) expanded along the rows into scratch[nexp..];
+ *  UNIFORM loads their element (x is overwritten) (fused.c). */
+void nb__cpu_fk_stage_rows(const fk_plan *P, const fk_stage *S, fk_val *x, int64_t g, int64_t n,
+                           char (*scratch)[BUF_BYTES], int nexp, bool stream);
+
 /** The value of UNIFORM value v of P (a load's first element, or computed by run_uniform). */
 fk_val nb__cpu_fk_uniform(const fk_plan *P, int v);
 
