@@ -464,7 +464,7 @@ static nb_tensor *f_layer_norm_affine(nb_tensor *x) { return nb_layer_norm(x, 1,
 /* Short rows (up to 256 elements) run in groups, a stage's compiled kernel called once over the
  * group's rows (fused.c, batch_rows): eager's bits for row lengths around the group sizes, row
  * counts that leave a partial group, a 3-d domain whose groups stop at each outer index,
- * transposed inputs (loads that do not run on from row to row: expanded), the affine
+ * transposed inputs and rows apart (loads that do not run on from row to row: expanded), the affine
  * layer_norm's broadcast weight and bias, and 1 and 3 threads. */
 static void short_rows_run_in_groups(void **state) {
     (void)state;
@@ -478,10 +478,11 @@ static void short_rows_run_in_groups(void **state) {
             nb_compiled *plan;
             nb_graph *g = trace1(fns[i], cols[c], &plan);
             for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-                for (int t = 0; t < 2; t++) {
+                for (int t = 0; t < 3; t++) { /* contiguous, transposed, rows apart (one copy a row) */
                     nb_scope_begin();
-                    nb_tensor *x = NBT(nb_randn(NB_SHAPE(rows[r], cols[c]), NB_F32));
-                    if (t) x = NBT(nb_transpose(NBT(nb_contiguous(NBT(nb_transpose(x, 0, 1)))), 0, 1));
+                    nb_tensor *x = NBT(nb_randn(NB_SHAPE(rows[r], cols[c] + (t == 2) * 3), NB_F32));
+                    if (t == 1) x = NBT(nb_transpose(NBT(nb_contiguous(NBT(nb_transpose(x, 0, 1)))), 0, 1));
+                    if (t == 2) x = NBT(nb_narrow(x, 1, 2, cols[c]));
                     nb_set_num_threads(t ? 3 : 1);
                     assert_true(same_bits(fns[i](x), run1(plan, x), "short rows"));
                     nb_scope_end();

@@ -295,6 +295,28 @@ double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p) {
     return acc;
 }
 
+void nb__cpu_reduce_rows(nb_op op, nb_dtype dt, int64_t n, int64_t g, const char *x, int64_t xs, char *out, int64_t os,
+                         nb_dtype odt) {
+    if (!runs_path(op, dt, n)) {
+        for (int64_t r = 0; r < g; r++) nb__store(out + r * os, odt, nb__cpu_reduce_contig(op, dt, n, x + r * xs));
+        return;
+    }
+    /* nb__cpu_reduce_contig's typed path with its choices made once: the kernel, and f32 stores */
+    const nb_cpu_kernels *k = nb__cpu_kernels();
+    int s = slot(dt);
+    double id = nb__ident_f64(op), (*ext)(int64_t, const void *) = op == NB_OP_SUM ? NULL : k->extreme[op == NB_OP_MAX][s];
+    for (int64_t r = 0; r < g; r++) {
+        const char *p = x + r * xs;
+        double v = nb__eval_step(op, id, ext ? ext(n, p) : s == 0 ? k->sum_f32(n, (const float *)p) : k->sum_f64(n, (const double *)p));
+        if (odt != NB_F32) {
+            nb__store(out + r * os, odt, v);
+        } else {
+            float f = (float)v;
+            memcpy(out + r * os, &f, sizeof f);
+        }
+    }
+}
+
 /* Reduce the sub-space at element offset `base` of x; returns value (or index for arg ops). */
 static double reduce_one(const red_ctx *c, int64_t base) {
     const nb_tensor *x = c->x;

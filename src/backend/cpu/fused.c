@@ -531,8 +531,7 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
                          : P->home[x] == H_ROWBUF ? (fk_val){rowbuf_at(P, rowbuf, h), P->L * P->es[x]}
                          : P->home[x] == H_OUT    ? (fk_val){P->base[k->nin + h] + ooff[k->nin + h], row_step(P, k->nin + h)}
                                                   : (fk_val){P->base[x] + ooff[x], row_step(P, x)};
-            for (int64_t r = 0; r < g; r++)
-                nb__store(d.p + r * d.s, I->dtype, nb__cpu_reduce_contig(I->op, nb__fk_dtype(k, x), P->L, row.p + r * row.s));
+            nb__cpu_reduce_rows(I->op, nb__fk_dtype(k, x), P->L, g, row.p, row.s, d.p, d.s, I->dtype);
         } else {
             fk_val a[3];
             for (int i = 0; i < 3; i++) a[i] = I->in[i] >= 0 ? v[I->in[i]] : (fk_val){0};
@@ -541,21 +540,38 @@ static void row_scalars(const fk_plan *P, int s, fk_val *v, const int64_t *ooff,
     }
 }
 
-#define EXPAND_ROWS(T)                                                                    \
-    for (int64_t r = 0; r < g; r++)                                                       \
-        for (int64_t i = 0; i < L; i++) {                                                 \
-            T e;                                                                          \
-            memcpy(&e, src + r * rs + i * is, sizeof e);                                  \
-            ((T *)dst)[r * L + i] = e;                                                    \
-        }
+/* Three loops, so that the common two vectorize: a value broadcast along its row (is 0, the
+ * ROW values), a row that runs on (is es: one copy a row), and any other step; built for each
+ * instruction set (the fills are stores: AVX stores halve their count). */
+#define EXPAND_ROWS(T)                                                                                   \
+    NB_SIMD_CLONES static void expand_rows_##T(T *restrict dst, const char *src, int64_t rs, int64_t is, \
+                                               int64_t g, int64_t L) {                                   \
+        for (int64_t r = 0; r < g; r++) {                                                                \
+            T *d = dst + r * L, e;                                                                       \
+            if (is == 0) {                                                                               \
+                memcpy(&e, src + r * rs, sizeof e);                                                      \
+                for (int64_t i = 0; i < L; i++) d[i] = e;                                                \
+            } else if (is == (int64_t)sizeof e) {                                                        \
+                memcpy(d, src + r * rs, (size_t)L * sizeof e);                                           \
+            } else                                                                                       \
+                for (int64_t i = 0; i < L; i++) {                                                        \
+                    memcpy(&e, src + r * rs + i * is, sizeof e);                                         \
+                    d[i] = e;                                                                            \
+                }                                                                                        \
+        }                                                                                                \
+    }
+EXPAND_ROWS(uint8_t)
+EXPAND_ROWS(uint16_t)
+EXPAND_ROWS(uint32_t)
+EXPAND_ROWS(uint64_t)
+#undef EXPAND_ROWS
 char *nb__cpu_fk_expand_rows(char *dst, const char *src, int64_t rs, int64_t is, int64_t g, int64_t L, size_t es) {
-    if (es == 4) EXPAND_ROWS(uint32_t)
-    else if (es == 8) EXPAND_ROWS(uint64_t)
-    else if (es == 2) EXPAND_ROWS(uint16_t)
-    else EXPAND_ROWS(uint8_t)
+    if (es == 4) expand_rows_uint32_t((uint32_t *)dst, src, rs, is, g, L);
+    else if (es == 8) expand_rows_uint64_t((uint64_t *)dst, src, rs, is, g, L);
+    else if (es == 2) expand_rows_uint16_t((uint16_t *)dst, src, rs, is, g, L);
+    else expand_rows_uint8_t((uint8_t *)dst, src, rs, is, g, L);
     return dst;
 }
-#undef EXPAND_ROWS
 
 /* Does FULL operand o step from row to row as one run of its elements (a flat walk of g rows)? */
 static bool row_linear(const fk_plan *P, int o) { return row_step(P, o) == P->L * P->istr[o][0]; }

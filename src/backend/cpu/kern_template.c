@@ -282,44 +282,53 @@ typedef int32_t nb_vm32 __attribute__((vector_size(NB_VBYTES)));
 typedef double nb_vf64 __attribute__((vector_size(NB_VBYTES)));
 typedef int64_t nb_vm64 __attribute__((vector_size(NB_VBYTES)));
 
-#define EXTREME(T, VT, MT, NAME, OP)                                                       \
-    static double NAME##_##T(int64_t n, const void *xv) {                                  \
-        enum { L = NB_VBYTES / sizeof(T) };                                                \
-        const T *x = xv;                                                                   \
-        VT m[4], v;                                                                        \
-        MT bad[4] = {{0}};                                                                 \
-        for (int j = 0; j < L; j++) m[0][j] = x[0];                                        \
-        m[1] = m[2] = m[3] = m[0];                                                         \
-        int64_t i = 0;                                                                     \
-        for (; i + 4 * L <= n; i += 4 * L) /* four chains in flight */                    \
-            for (int u = 0; u < 4; u++) {                                                  \
-                memcpy(&v, x + i + u * L, sizeof v);                                       \
-                MT take = v OP m[u];                                                       \
-                bad[u] |= v != v;                                                          \
-                m[u] = (VT)((take & (MT)v) | (~take & (MT)m[u]));                          \
-            }                                                                              \
-        for (int u = 1; u < 4; u++) {                                                      \
-            MT take = m[u] OP m[0];                                                        \
-            bad[0] |= bad[u];                                                              \
-            m[0] = (VT)((take & (MT)m[u]) | (~take & (MT)m[0]));                           \
-        }                                                                                  \
-        for (; i + L <= n; i += L) {                                                       \
-            memcpy(&v, x + i, sizeof v);                                                   \
-            MT take = v OP m[0];                                                           \
-            bad[0] |= v != v;                                                              \
-            m[0] = (VT)((take & (MT)v) | (~take & (MT)m[0]));                              \
-        }                                                                                  \
-        T r = m[0][0];                                                                     \
-        bool nan = false;                                                                  \
-        for (int j = 0; j < L; j++) {                                                      \
-            nan |= bad[0][j] != 0;                                                         \
-            r = m[0][j] OP r ? m[0][j] : r;                                                \
-        }                                                                                  \
-        for (; i < n; i++) {                                                               \
-            nan |= x[i] != x[i];                                                           \
-            r = x[i] OP r ? x[i] : r;                                                      \
-        }                                                                                  \
-        return nan ? (double)NAN : (double)r;                                              \
+/* m = the extreme of v and m lane by lane, bad marks v's NaN lanes */
+#define EXTREME_STEP(VT, MT, OP, m, bad, v)                                        \
+    do {                                                                           \
+        MT take_ = (v) OP (m);                                                     \
+        (bad) |= (v) != (v);                                                       \
+        (m) = (VT)((take_ & (MT)(v)) | (~take_ & (MT)(m)));                        \
+    } while (0)
+#define EXTREME(T, VT, MT, NAME, OP)                                               \
+    static double NAME##_##T(int64_t n, const void *xv) {                          \
+        enum { L = NB_VBYTES / sizeof(T) };                                        \
+        const T *x = xv;                                                           \
+        VT m0, m1, m2, m3, v;                                                      \
+        MT bad0 = {0}, bad1 = {0}, bad2 = {0}, bad3 = {0};                         \
+        for (int j = 0; j < L; j++) m0[j] = x[0];                                  \
+        m1 = m2 = m3 = m0;                                                         \
+        int64_t i = 0;                                                             \
+        for (; i + 4 * L <= n; i += 4 * L) { /* four chains in flight */           \
+            memcpy(&v, x + i, sizeof v);                                           \
+            EXTREME_STEP(VT, MT, OP, m0, bad0, v);                                 \
+            memcpy(&v, x + i + L, sizeof v);                                       \
+            EXTREME_STEP(VT, MT, OP, m1, bad1, v);                                 \
+            memcpy(&v, x + i + 2 * L, sizeof v);                                   \
+            EXTREME_STEP(VT, MT, OP, m2, bad2, v);                                 \
+            memcpy(&v, x + i + 3 * L, sizeof v);                                   \
+            EXTREME_STEP(VT, MT, OP, m3, bad3, v);                                 \
+        }                                                                          \
+        EXTREME_STEP(VT, MT, OP, m0, bad0, m1);                                    \
+        EXTREME_STEP(VT, MT, OP, m2, bad2, m3);                                    \
+        EXTREME_STEP(VT, MT, OP, m0, bad0, m2);                                    \
+        bad0 |= bad1 | bad2 | bad3;                                                \
+        for (; i + L <= n; i += L) {                                               \
+            memcpy(&v, x + i, sizeof v);                                           \
+            EXTREME_STEP(VT, MT, OP, m0, bad0, v);                                 \
+        }                                                                          \
+        /* the lanes by halves: a tree, not a chain */                             \
+        T r[L];                                                                    \
+        memcpy(r, &m0, sizeof r);                                                  \
+        for (int w = L / 2; w >= 1; w /= 2)                                        \
+            for (int j = 0; j < w; j++) r[j] = r[j + w] OP r[j] ? r[j + w] : r[j]; \
+        int64_t nan = 0;                                                           \
+        for (int j = 0; j < L; j++) nan |= bad0[j];                                \
+        T e = r[0];                                                                \
+        for (; i < n; i++) {                                                       \
+            nan |= x[i] != x[i];                                                   \
+            e = x[i] OP e ? x[i] : e;                                              \
+        }                                                                          \
+        return nan ? (double)NAN : (double)e;                                      \
     }
 EXTREME(float, nb_vf32, nb_vm32, max, >)
 EXTREME(double, nb_vf64, nb_vm64, max, >)

@@ -99,6 +99,10 @@ extern const nb_cpu_kernels nb__kernels_scalar, nb__kernels_avx2, nb__kernels_av
  *  n >= NB_REDUCE_RUN_MIN, else (and PROD) element by element in double from op's start.  Shared
  *  with fused kernels, so a fused reduction gives the eager bits. */
 double nb__cpu_reduce_contig(nb_op op, nb_dtype dt, int64_t n, const void *p);
+/** nb__cpu_reduce_contig of g runs of n, the run r at x + r xs bytes, its result stored (as dtype
+ *  odt) at out + r os bytes: the same bits, the kernel chosen once for the g rows. */
+void nb__cpu_reduce_rows(nb_op op, nb_dtype dt, int64_t n, int64_t g, const char *x, int64_t xs, char *out, int64_t os,
+                         nb_dtype odt);
 /** Move n elements of es bytes between the contiguous buffer buf and p (byte stride s, 0 and
  *  negative included): into buf when gather, out of it otherwise (typed copies). */
 void nb__cpu_stage_move(bool gather, char *buf, char *p, int64_t s, int64_t n, size_t es);
