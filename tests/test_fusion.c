@@ -583,10 +583,11 @@ static void assert_ran_as(nb_compiled *c, const char *kind) {
 
 /* The bias gradient is one column kernel (the where written, the sums beside it) equal to eager
  * bit for bit, on batches around the eager column sum's groups of 4 and blocks of 64 rows, on
- * rows of 1 to 2 tiles, f32 and f64, on 1 and 3 threads. */
+ * rows of 1 to 2 tiles, f32 and f64, on 1 and 3 threads; short rows over many rows also in parts
+ * of rows on 3 threads (4000 and 20000 rows: 3 parts, a partial block at the end). */
 static void column_sums_are_one_kernel(void **state) {
     (void)state;
-    const int64_t batches[] = {1, 3, 4, 63, 64, 65, 130, 1000}, cols[] = {2, 17, 1500};
+    const int64_t batches[] = {1, 3, 4, 63, 64, 65, 130, 1000, 4000, 20000}, cols[] = {2, 17, 1500};
     int keep = nb_get_num_threads();
     for (int f64 = 0; f64 < 2; f64++)
         for (size_t ci = 0; ci < sizeof cols / sizeof cols[0]; ci++) {
@@ -608,6 +609,7 @@ static void column_sums_are_one_kernel(void **state) {
             assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
             assert_int_equal(st.kernels, 1);
             for (size_t bi = 0; bi < sizeof batches / sizeof batches[0]; bi++) {
+                if (batches[bi] > 1000 && cols[ci] > 100) continue;
                 nb_tensor *x[2] = {NBT(nb_randn(NB_SHAPE(batches[bi], cols[ci]), dt)), NBT(nb_randn(NB_SHAPE(batches[bi], cols[ci]), dt))};
                 nb_tensor *want[3];
                 bias_grad(x[0], x[1], want);
@@ -649,7 +651,9 @@ static void column_kernels_broadcast_and_fall_back(void **state) {
     nb_compiled_stats st;
     assert_int_equal(nb_compiled_stats_get(c, &st), NB_OK);
     assert_int_equal(st.kernels, 1);
-    for (int64_t a = 1; a <= 40; a += 13) {
+    int keep = nb_get_num_threads();
+    for (int64_t a = 1; a <= 2002; a += a < 40 ? 13 : 1962) { /* 2002: rows in 3 parts on 3 threads */
+        nb_set_num_threads(a > 40 ? 3 : keep);
         nb_tensor *xv = NBT(nb_randn(NB_SHAPE(a, 5, 7), NB_F32)), *y[3];
         nb_tensor *tv = nb_mul(nb_relu(xv), rep), *uv = nb_mul(tv, nb_exp(bias));
         assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &xv, 3, y), NB_OK);
@@ -657,6 +661,7 @@ static void column_kernels_broadcast_and_fall_back(void **state) {
         assert_true(same_bits(uv, y[1], "full output"));
         assert_true(same_bits(nb_sum(uv, NB_AXES(0, 1), true), y[2], "keepdim sums"));
     }
+    nb_set_num_threads(keep);
     assert_ran_as(c, "column reductions");
     nb_compiled_release(c);
     nb_graph_release(g);

@@ -47,6 +47,9 @@ typedef struct fk_cols {
     char *scratch;
     fk_stage *S;                  /* the FULL instructions compiled at run time; NULL: interpreted */
     bool grouped;                 /* S runs once per GROUP rows (see cols_geometry) */
+    int64_t nparts, prows;        /* each tile's rows in nparts parts of prows (a multiple of BLOCK) */
+    double *blocks;               /* nparts > 1: each tile's block sums, [tile][block][nsum * ct] */
+    bool finishing;               /* cols_chunk's second pass (nparts > 1) */
 } fk_cols;
 
 /* Axes [d0, d1) of shape coalesced where every operand's strides allow, size-1 axes dropped:
@@ -94,14 +97,27 @@ static bool cols_geometry(fk_cols *C, const int64_t *shape, int ndim, const nb_t
         C->sum_instr[C->nsum++] = (int16_t)j;
     }
     /* tiles: one per thread when the call is large enough to share (4 per thread, for balance,
-     * made tiles of 16 columns over [4096, 256]: a call per 16 elements of a row, 2.3x the time) */
+     * made tiles of 16 columns over [4096, 256]: a call per 16 elements of a row, 2.3x the time);
+     * a short line (GROUP rows of it fit a tile buffer) is one tile, its rows cut into parts
+     * instead where there are fewer tiles than threads (tiles of 32 columns over [16384, 64]
+     * took 1.3-2x the time of one tile grouped, on one thread) */
     int64_t line = C->kshape[C->nk - 1], lines = C->K / line, most = (int64_t)nb_get_num_threads();
     int64_t want = C->R * C->K / 16384;
     want = want < 1 ? 1 : want > most ? most : want;
     C->ct = CT_MAX;
-    while (C->ct > 16 && lines * ((line + C->ct - 1) / C->ct) < want) C->ct /= 2;
+    bool short_line = line * GROUP <= TILE;
+    while (C->ct > 16 && !(short_line && C->ct / 2 < line) && lines * ((line + C->ct - 1) / C->ct) < want) C->ct /= 2;
     if (C->ct > line) C->ct = line; /* a short line: its own width, not CT_MAX's scratch to clear */
     C->ntile_line = (line + C->ct - 1) / C->ct;
+    int64_t tiles = lines * C->ntile_line, nblocks = (C->R + BLOCK - 1) / BLOCK;
+    C->nparts = tiles >= want ? 1 : (want + tiles - 1) / tiles;
+    for (int j = 0; j < k->ninstr && C->nparts > 1; j++) /* every part runs these: none may write an output */
+        if (k->instr[j].level == NB_FL_ROW && nb__ops[k->instr[j].op].kind != NB_KIND_REDUCE && P->stage[j] == 0 &&
+            nb__cpu_fk_operand(P, k->nin + j) >= 0)
+            C->nparts = 1;
+    if (C->nparts > nblocks) C->nparts = nblocks;
+    C->prows = (nblocks + C->nparts - 1) / C->nparts * BLOCK;
+    C->nparts = (C->R + C->prows - 1) / C->prows;
     /* a tile of a whole short line (GROUP of them fit a tile buffer) over one row axis and one kept
      * axis, every FULL load and output running on from row to row: the FULL instructions of GROUP
      * rows in one call (cols_group; with tiles narrower than the line, expanding the loads into
@@ -165,7 +181,38 @@ static void cols_group(const fk_cols *C, const fk_val *v, int64_t n, int64_t g, 
     nb__cpu_fk_stage_rows(C->P, C->S, x, g, n, scratch, 0, false);
 }
 
-/* Tiles [lo, hi) (chunk `chunk`: its own scratch). */
+/* Tile t: its columns' offsets into koff, their per-column values into v (those computed, in
+ * rowv's slots); returns its column count. */
+static int64_t tile_at(const fk_cols *C, int64_t t, int64_t *koff, fk_val *v, char *rowv) {
+    const fk_plan *P = C->P;
+    int64_t line = t / C->ntile_line, c0 = t % C->ntile_line * C->ct, len = C->kshape[C->nk - 1];
+    for (int o = 0; o < P->nops; o++) koff[o] = c0 * C->kstr[o][C->nk - 1];
+    for (int d = C->nk - 2; d >= 0; line /= C->kshape[d--])
+        for (int o = 0; o < P->nops; o++) koff[o] += line % C->kshape[d] * C->kstr[o][d];
+    for (int val = 0; val < P->nval; val++) {
+        if (nb__fk_level(P->k, val) != NB_FL_ROW) continue;
+        int o = nb__cpu_fk_operand(P, val);
+        v[val] = o >= 0 ? (fk_val){P->base[o] + koff[o], C->kstr[o][C->nk - 1]}
+                        : (fk_val){rowv + P->hidx[val] * C->ct * 8, P->es[val]};
+    }
+    return len - c0 < C->ct ? len - c0 : C->ct;
+}
+
+/* The tile's sums (acc) rounded to their dtype as eager stores them, then the per-column
+ * instructions that read them. */
+static void tile_finish(const fk_cols *C, fk_val *v, int64_t n, const double *acc, char (*stage)[BUF_BYTES]) {
+    const nb_fkernel *k = C->P->k;
+    for (int i = 0; i < C->nsum; i++) {
+        int val = k->nin + C->sum_instr[i];
+        for (int64_t e = 0; e < n; e++) nb__store(v[val].p + e * v[val].s, k->instr[C->sum_instr[i]].dtype, acc[i * C->ct + e]);
+    }
+    tile_row_instrs(C, true, v, n, stage);
+}
+
+/* Items [lo, hi) (chunk `chunk`: its own scratch): item i is part i % nparts of the rows of tile
+ * i / nparts.  One part: the tile, finished.  Several: each part's block sums into C->blocks; then
+ * (C->finishing, items = tiles) each tile's blocks added in order, as one part adds them, and the
+ * tile finished. */
 static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     const fk_cols *C = ctx;
     const fk_plan *P = C->P;
@@ -173,30 +220,33 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     const nb_cpu_kernels *kt = P->kt;
     _Alignas(64) char scratch[MAX_SCRATCH][BUF_BYTES];
     _Alignas(64) char stage[4][BUF_BYTES];
-    int64_t ct = C->ct, slot = ct * 8; /* bytes of one column's worth of 8-byte elements */
-    int64_t ahead = PREFETCH_BYTES / (ct * 4) + 1;  /* rows ahead of the current one to prefetch */
+    int64_t ct = C->ct, slot = ct * 8, nacc = C->nsum * ct; /* slot: one column's worth of 8-byte elements */
+    int64_t ahead = PREFETCH_BYTES / (ct * 4) + 1;          /* rows ahead of the current one to prefetch */
+    int64_t nblocks = (C->R + BLOCK - 1) / BLOCK;
     char *rowbuf = C->scratch + (size_t)chunk * C->chunk_bytes;
     char *rowv = rowbuf + (size_t)P->nrowbuf * GROUP * (size_t)slot;
-    double *acc = (double *)(rowv + (size_t)P->nrowv * (size_t)slot), *blk = acc + C->nsum * ct;
+    double *acc = (double *)(rowv + (size_t)P->nrowv * (size_t)slot), *blk = acc + nacc;
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
         if (nb__fk_level(k, j) == NB_FL_UNIFORM) v[j] = nb__cpu_fk_uniform(P, j);
-    for (int64_t t = lo; t < hi; t++) {
-        /* the tile: columns [c0, c0 + n) of line t / ntile_line */
-        int64_t line = t / C->ntile_line, c0 = t % C->ntile_line * ct, len = C->kshape[C->nk - 1];
-        int64_t n = len - c0 < ct ? len - c0 : ct, koff[NB_FK_MAX_IO], roff[NB_FK_MAX_IO] = {0}, idx[NB_MAX_DIMS] = {0};
-        for (int o = 0; o < P->nops; o++) koff[o] = c0 * C->kstr[o][C->nk - 1];
-        for (int d = C->nk - 2; d >= 0; line /= C->kshape[d--])
-            for (int o = 0; o < P->nops; o++) koff[o] += line % C->kshape[d] * C->kstr[o][d];
-        for (int val = 0; val < P->nval; val++) { /* per-column values at the tile */
-            if (nb__fk_level(k, val) != NB_FL_ROW) continue;
-            int o = nb__cpu_fk_operand(P, val);
-            v[val] = o >= 0 ? (fk_val){P->base[o] + koff[o], C->kstr[o][C->nk - 1]}
-                            : (fk_val){rowv + P->hidx[val] * slot, P->es[val]};
-        }
+    for (int64_t it = lo; it < hi; it++) {
+        int64_t t = C->finishing ? it : it / C->nparts, koff[NB_FK_MAX_IO], roff[NB_FK_MAX_IO] = {0}, idx[NB_MAX_DIMS] = {0};
+        int64_t n = tile_at(C, t, koff, v, rowv);
         tile_row_instrs(C, false, v, n, stage);
-        memset(acc, 0, sizeof(double) * (size_t)(2 * C->nsum * ct));
-        for (int64_t r = 0; r < C->R; r++) {
+        memset(acc, 0, sizeof(double) * (size_t)(2 * nacc));
+        if (C->finishing) {
+            for (int64_t b = 0; b < nblocks; b++)
+                for (int64_t e = 0; e < nacc; e++) acc[e] += C->blocks[(t * nblocks + b) * nacc + e];
+            tile_finish(C, v, n, acc, stage);
+            continue;
+        }
+        int64_t r0 = it % C->nparts * C->prows, r1 = r0 + C->prows < C->R ? r0 + C->prows : C->R;
+        for (int64_t d = C->nl - 1, rem = r0; d >= 0; d--) { /* the part's first row */
+            idx[d] = rem % C->lshape[d];
+            rem /= C->lshape[d];
+            for (int o = 0; o < P->nops; o++) roff[o] += idx[d] * C->lstr[o][d];
+        }
+        for (int64_t r = r0; r < r1; r++) {
             int g = (int)(r % GROUP);
             for (int val = 0; val < P->nval; val++) { /* FULL values in memory at the row */
                 if (nb__fk_level(k, val) != NB_FL_FULL) continue;
@@ -207,13 +257,13 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
             }
             if (C->nl == 1 && r + ahead < C->R) prefetch_row(C, roff, koff, ahead, n);
             if (C->S && C->grouped) {
-                if (g == 0) cols_group(C, v, n, C->R - r < GROUP ? C->R - r : GROUP, scratch);
+                if (g == 0) cols_group(C, v, n, r1 - r < GROUP ? r1 - r : GROUP, scratch);
             } else if (C->S) {
                 full_compiled(C->S, v, n);
             } else {
                 nb__cpu_fk_interpret(P, 0, P->stage_start[1], n, v, scratch, stage);
             }
-            if (g == GROUP - 1 || r == C->R - 1) /* a group of rows into each sum's block */
+            if (g == GROUP - 1 || r == r1 - 1) /* a group of rows into each sum's block */
                 for (int i = 0; i < C->nsum; i++) {
                     int x = k->instr[C->sum_instr[i]].in[0], o = nb__cpu_fk_operand(P, x);
                     const char *src = o >= 0 ? P->base[o] + koff[o] + (r - g) * C->K * P->es[x]
@@ -222,11 +272,13 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
                     if (P->es[x] == 4) kt->acc_f32(n, g + 1, ld, blk + i * ct, (const float *)src);
                     else kt->acc_f64(n, g + 1, ld, blk + i * ct, (const double *)src);
                 }
-            if ((r + 1) % BLOCK == 0 || r == C->R - 1) /* a block into the running sums */
-                for (int64_t e = 0; e < C->nsum * ct; e++) {
-                    acc[e] += blk[e];
+            if ((r + 1) % BLOCK == 0 || r == r1 - 1) { /* a block into the running sums, or kept */
+                double *to = C->nparts > 1 ? C->blocks + (t * nblocks + r / BLOCK) * nacc : acc;
+                for (int64_t e = 0; e < nacc; e++) {
+                    to[e] = C->nparts > 1 ? blk[e] : to[e] + blk[e];
                     blk[e] = 0;
                 }
+            }
             for (int d = C->nl - 1; d >= 0; d--) { /* the next row */
                 for (int o = 0; o < P->nops; o++) roff[o] += C->lstr[o][d];
                 if (++idx[d] < C->lshape[d]) break;
@@ -234,23 +286,25 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
                 idx[d] = 0;
             }
         }
-        for (int i = 0; i < C->nsum; i++) { /* the sums, rounded to their dtype as eager stores them */
-            int val = k->nin + C->sum_instr[i];
-            for (int64_t e = 0; e < n; e++) nb__store(v[val].p + e * v[val].s, k->instr[C->sum_instr[i]].dtype, acc[i * ct + e]);
-        }
-        tile_row_instrs(C, true, v, n, stage);
+        if (C->nparts == 1) tile_finish(C, v, n, acc, stage);
     }
 }
 
 nb_status nb__cpu_fused_cols(fk_plan *P, const int64_t *shape, int ndim, const nb_tensor *const *ts, int *ran) {
     fk_cols C = {.P = P};
     if (!cols_geometry(&C, shape, ndim, ts)) return NB_ERR_UNSUPPORTED;
-    int64_t tiles = C.K / C.kshape[C.nk - 1] * C.ntile_line, chunks = C.R * C.K / 16384;
+    int64_t tiles = C.K / C.kshape[C.nk - 1] * C.ntile_line, items = tiles * C.nparts, chunks = C.R * C.K / 16384;
     int64_t most = 4 * (int64_t)nb_get_num_threads();
-    chunks = chunks < 1 ? 1 : chunks > most ? most : chunks > tiles ? tiles : chunks;
+    chunks = chunks < 1 ? 1 : chunks > most ? most : chunks > items ? items : chunks;
     size_t bytes = (size_t)chunks * C.chunk_bytes;
+    size_t block_bytes = C.nparts > 1 ? (size_t)(tiles * ((C.R + BLOCK - 1) / BLOCK) * C.nsum * C.ct) * sizeof(double) : 0;
     C.scratch = nb__buf_alloc(bytes);
-    if (!C.scratch) return NB_ERR_OOM;
+    C.blocks = block_bytes ? nb__buf_alloc(block_bytes) : NULL;
+    if (!C.scratch || (block_bytes && !C.blocks)) {
+        if (C.scratch) nb__buf_free(C.scratch, bytes);
+        if (C.blocks) nb__buf_free(C.blocks, block_bytes);
+        return NB_ERR_OOM;
+    }
     /* the FULL instructions compiled at run time, where a compiler runs */
     C.S = nb__jit_on() && P->stage_start[1] > 0 ? nb__malloc(sizeof *C.S) : NULL;
     if (C.S && !(nb__cpu_fk_stage_kernel(P, 0, C.S) && (C.S->fn = nb__jit_get(&C.S->k)))) {
@@ -261,8 +315,13 @@ nb_status nb__cpu_fused_cols(fk_plan *P, const int64_t *shape, int ndim, const n
         nexp += C.S->in_level[o] == NB_FL_FULL && nb__fk_level(P->k, C.S->src[o]) == NB_FL_ROW;
         C.grouped = nexp <= MAX_SCRATCH;
     }
-    nb__parallel_chunks(tiles, chunks, cols_chunk, &C);
+    nb__parallel_chunks(items, chunks, cols_chunk, &C);
+    if (C.nparts > 1) { /* each tile's blocks in order, then its per-column instructions */
+        C.finishing = true;
+        nb__parallel_chunks(tiles, chunks < tiles ? chunks : tiles, cols_chunk, &C);
+    }
     nb__buf_free(C.scratch, bytes);
+    if (C.blocks) nb__buf_free(C.blocks, block_bytes);
     *ran = C.S ? NB_FK_RAN_COMPILED : NB_FK_RAN_INTERPRETED;
     nb__free(C.S);
     return NB_OK;
