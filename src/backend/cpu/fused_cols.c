@@ -46,7 +46,8 @@ typedef struct fk_cols {
     size_t chunk_bytes;           /* scratch of one chunk: row buffers, per-column values, sums */
     char *scratch;
     fk_stage *S;                  /* the FULL instructions compiled at run time; NULL: interpreted */
-    bool grouped;                 /* S runs once per GROUP rows (see cols_geometry) */
+    bool grouped;                 /* S runs once per grows rows (see cols_geometry) */
+    int64_t grows;                /* rows of a group: GROUP, or (grouped) a multiple of it dividing BLOCK */
     int64_t nparts, prows;        /* each tile's rows in nparts parts of prows (a multiple of BLOCK) */
     double *blocks;               /* nparts > 1: each tile's block sums, [tile][block][nsum * ct] */
     bool finishing;               /* cols_chunk's second pass (nparts > 1) */
@@ -128,7 +129,11 @@ static bool cols_geometry(fk_cols *C, const int64_t *shape, int ndim, const nb_t
         C->grouped = nb__fk_level(k, v) != NB_FL_FULL || (o >= k->nin && P->home[v] != H_OUT) ||
                      C->lstr[o][0] == line * C->kstr[o][0];
     }
-    C->chunk_bytes = ((size_t)P->nrowbuf * GROUP + (size_t)P->nrowv + 2 * (size_t)C->nsum) * (size_t)C->ct * 8;
+    /* grouped: as many rows a call as a tile buffer holds, a power of 2 dividing BLOCK (the acc
+     * kernel adds any multiple of GROUP rows as it adds each GROUP of them) */
+    C->grows = GROUP;
+    while (C->grouped && C->grows * 2 <= BLOCK && C->grows * 2 * line <= TILE) C->grows *= 2;
+    C->chunk_bytes = ((size_t)P->nrowbuf * (size_t)C->grows + (size_t)P->nrowv + 2 * (size_t)C->nsum) * (size_t)C->ct * 8;
     return true;
 }
 
@@ -173,7 +178,7 @@ static void full_compiled(const fk_stage *S, const fk_val *v, int64_t n) {
 }
 
 /* The FULL instructions of the g rows from the one v points at (a tile of a whole line of n
- * columns) in one call of S: loads and outputs in place, the row buffers' GROUP rows as they lie,
+ * columns) in one call of S: loads and outputs in place, the row buffers' grows rows as they lie,
  * per-column values expanded along the rows. */
 static void cols_group(const fk_cols *C, const fk_val *v, int64_t n, int64_t g, char (*scratch)[BUF_BYTES]) {
     fk_val x[NB_FK_MAX_IO];
@@ -224,7 +229,7 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     int64_t ahead = PREFETCH_BYTES / (ct * 4) + 1;          /* rows ahead of the current one to prefetch */
     int64_t nblocks = (C->R + BLOCK - 1) / BLOCK;
     char *rowbuf = C->scratch + (size_t)chunk * C->chunk_bytes;
-    char *rowv = rowbuf + (size_t)P->nrowbuf * GROUP * (size_t)slot;
+    char *rowv = rowbuf + (size_t)P->nrowbuf * (size_t)C->grows * (size_t)slot;
     double *acc = (double *)(rowv + (size_t)P->nrowv * (size_t)slot), *blk = acc + nacc;
     fk_val v[MAX_VALS];
     for (int j = 0; j < P->nval; j++)
@@ -247,27 +252,27 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
             for (int o = 0; o < P->nops; o++) roff[o] += idx[d] * C->lstr[o][d];
         }
         for (int64_t r = r0; r < r1; r++) {
-            int g = (int)(r % GROUP);
+            int64_t g = r % C->grows;
             for (int val = 0; val < P->nval; val++) { /* FULL values in memory at the row */
                 if (nb__fk_level(k, val) != NB_FL_FULL) continue;
                 int o = nb__cpu_fk_operand(P, val);
                 if (o >= 0) v[val] = (fk_val){P->base[o] + roff[o] + koff[o], C->kstr[o][C->nk - 1]};
-                else if (P->home[val] == H_ROWBUF) /* GROUP rows of ct elements */
-                    v[val] = (fk_val){rowbuf + P->hidx[val] * GROUP * slot + g * ct * P->es[val], P->es[val]};
+                else if (P->home[val] == H_ROWBUF) /* grows rows of ct elements */
+                    v[val] = (fk_val){rowbuf + P->hidx[val] * C->grows * slot + g * ct * P->es[val], P->es[val]};
             }
             if (C->nl == 1 && r + ahead < C->R) prefetch_row(C, roff, koff, ahead, n);
             if (C->S && C->grouped) {
-                if (g == 0) cols_group(C, v, n, r1 - r < GROUP ? r1 - r : GROUP, scratch);
+                if (g == 0) cols_group(C, v, n, r1 - r < C->grows ? r1 - r : C->grows, scratch);
             } else if (C->S) {
                 full_compiled(C->S, v, n);
             } else {
                 nb__cpu_fk_interpret(P, 0, P->stage_start[1], n, v, scratch, stage);
             }
-            if (g == GROUP - 1 || r == r1 - 1) /* a group of rows into each sum's block */
+            if (g == C->grows - 1 || r == r1 - 1) /* a group of rows into each sum's block */
                 for (int i = 0; i < C->nsum; i++) {
                     int x = k->instr[C->sum_instr[i]].in[0], o = nb__cpu_fk_operand(P, x);
                     const char *src = o >= 0 ? P->base[o] + koff[o] + (r - g) * C->K * P->es[x]
-                                             : rowbuf + P->hidx[x] * GROUP * slot;
+                                             : rowbuf + P->hidx[x] * C->grows * slot;
                     int64_t ld = o >= 0 ? C->K : ct;
                     if (P->es[x] == 4) kt->acc_f32(n, g + 1, ld, blk + i * ct, (const float *)src);
                     else kt->acc_f64(n, g + 1, ld, blk + i * ct, (const double *)src);
