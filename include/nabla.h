@@ -240,12 +240,14 @@ void nb_set_num_threads(int n);
 const char *nb_cpu_simd_level(void);
 
 /**
- * Stop the CPU backend's worker threads and wait for them to exit (join),
- * then return every cached buffer to the system (nb_alloc_cache_release).
- * Call it once no other thread runs nabla ops, e.g. at the end of main(), so
- * that leak checkers (valgrind --leak-check=full) see no thread stacks as
- * "possibly lost".  Tensors stay valid; the next parallel op starts the
- * workers again.  An exit handler (atexit) joins the workers too, unless
+ * Drop the calling thread's compiled plans (nb_compile_cache_clear), stop the
+ * CPU backend's worker threads and wait for them to exit (join), then return
+ * every cached buffer to the system (nb_alloc_cache_release).  Call it once
+ * no other thread runs nabla ops, e.g. at the end of main(), so that leak
+ * checkers (valgrind --leak-check=full) see no thread stacks or cached plans
+ * as "possibly lost" (other threads' plans go when those threads exit).
+ * Tensors and plans still referenced stay valid; the next parallel op starts
+ * the workers again.  An exit handler (atexit) joins the workers too, unless
  * another thread is submitting work at that moment.
  */
 void nb_shutdown(void);

@@ -154,20 +154,36 @@ static void cache_is_off_under_asan(void **state) {
 
 #endif
 
-/* nb_shutdown joins the workers; the next parallel op starts them again with the same results. */
+/* nb_shutdown joins the workers and drops this thread's cached plans; the next parallel op starts
+ * the workers again with the same results, and a plan still held keeps running. */
 static void shutdown_then_restart(void **state) {
     (void)state;
     int saved = nb_get_num_threads();
     nb_set_num_threads(2);
     nb_tensor *a = NBT(nb_arange(0, 1 << 20, 1, NB_F32));
+    nb_graph *g = nb_graph_begin("double");
+    nb_tensor *x = NBT(nb_graph_input(g, "x", NB_F32, NB_SHAPE(1 << 20)));
+    assert_int_equal(nb_graph_output(g, "y", nb_add(x, x)), NB_OK);
+    assert_int_equal(nb_graph_end(g), NB_OK);
     for (int round = 0; round < 3; round++) {
         nb_tensor *s = NBT(nb_add(a, a));
         const float *v = nb_data_ptr(s);
         assert_true(v[0] == 0.0f && v[12345] == 24690.0f && v[(1 << 20) - 1] == 2.0f * (float)((1 << 20) - 1));
+        nb_compiled *c = nb_graph_compile(g, NB_CPU);
+        assert_non_null(c);
+        assert_int_equal(nb_compile_cache_stats_get().entries, 1);
+        nb_shutdown();
+        assert_int_equal(nb_compile_cache_stats_get().entries, 0);
+        nb_tensor *y;
+        assert_int_equal(nb_compiled_run(c, 1, (const char *[]){"x"}, &a, 1, &y), NB_OK);
+        assert_int_equal(memcmp(nb_data_ptr(y), v, (size_t)4 << 20), 0);
+        nb_release(y);
         nb_release(s);
+        nb_compiled_release(c);
         nb_shutdown();
         assert_int_equal(cached_bytes(), 0);
     }
+    nb_graph_release(g);
     nb_shutdown(); /* twice in a row is fine */
     nb_release(a);
     nb_set_num_threads(saved);

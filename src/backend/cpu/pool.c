@@ -256,6 +256,7 @@ static void stop_workers(void) {
 }
 
 void nb_shutdown(void) {
+    nb_compile_cache_clear(); /* this thread's plans (main's: its exit runs no thread-exit hook) */
     pthread_once(&once, init);
     stop_workers();
     nb_alloc_cache_release();
