@@ -251,8 +251,10 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
             rem /= C->lshape[d];
             for (int o = 0; o < P->nops; o++) roff[o] += idx[d] * C->lstr[o][d];
         }
-        for (int64_t r = r0; r < r1; r++) {
-            int64_t g = r % C->grows;
+        bool by_group = C->S && C->grouped; /* an iteration a group of rows (one row axis), else a row */
+        for (int64_t r = r0, m; r < r1; r += m) {
+            int64_t g = r % C->grows; /* 0 by groups: parts start at whole blocks, grows divides BLOCK */
+            m = !by_group ? 1 : r1 - r < C->grows ? r1 - r : C->grows;
             for (int val = 0; val < P->nval; val++) { /* FULL values in memory at the row */
                 if (nb__fk_level(k, val) != NB_FL_FULL) continue;
                 int o = nb__cpu_fk_operand(P, val);
@@ -260,36 +262,38 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
                 else if (P->home[val] == H_ROWBUF) /* grows rows of ct elements */
                     v[val] = (fk_val){rowbuf + P->hidx[val] * C->grows * slot + g * ct * P->es[val], P->es[val]};
             }
-            if (C->nl == 1 && r + ahead < C->R) prefetch_row(C, roff, koff, ahead, n);
-            if (C->S && C->grouped) {
-                if (g == 0) cols_group(C, v, n, r1 - r < C->grows ? r1 - r : C->grows, scratch);
-            } else if (C->S) {
-                full_compiled(C->S, v, n);
-            } else {
-                nb__cpu_fk_interpret(P, 0, P->stage_start[1], n, v, scratch, stage);
-            }
-            if (g == C->grows - 1 || r == r1 - 1) /* a group of rows into each sum's block */
+            /* (by groups, the loads run on from row to row: the m rows ahead are one run) */
+            if (C->nl == 1 && r + ahead < C->R) prefetch_row(C, roff, koff, ahead, n * m);
+            if (by_group) cols_group(C, v, n, m, scratch);
+            else if (C->S) full_compiled(C->S, v, n);
+            else nb__cpu_fk_interpret(P, 0, P->stage_start[1], n, v, scratch, stage);
+            int64_t last = r + m - 1, gl = last % C->grows; /* the iteration's last row, its place in its group */
+            if (gl == C->grows - 1 || last == r1 - 1) /* a group of rows into each sum's block */
                 for (int i = 0; i < C->nsum; i++) {
                     int x = k->instr[C->sum_instr[i]].in[0], o = nb__cpu_fk_operand(P, x);
-                    const char *src = o >= 0 ? P->base[o] + koff[o] + (r - g) * C->K * P->es[x]
+                    const char *src = o >= 0 ? P->base[o] + koff[o] + (last - gl) * C->K * P->es[x]
                                              : rowbuf + P->hidx[x] * C->grows * slot;
                     int64_t ld = o >= 0 ? C->K : ct;
-                    if (P->es[x] == 4) kt->acc_f32(n, g + 1, ld, blk + i * ct, (const float *)src);
-                    else kt->acc_f64(n, g + 1, ld, blk + i * ct, (const double *)src);
+                    if (P->es[x] == 4) kt->acc_f32(n, gl + 1, ld, blk + i * ct, (const float *)src);
+                    else kt->acc_f64(n, gl + 1, ld, blk + i * ct, (const double *)src);
                 }
-            if ((r + 1) % BLOCK == 0 || r == r1 - 1) { /* a block into the running sums, or kept */
-                double *to = C->nparts > 1 ? C->blocks + (t * nblocks + r / BLOCK) * nacc : acc;
+            if ((last + 1) % BLOCK == 0 || last == r1 - 1) { /* a block into the running sums, or kept */
+                double *to = C->nparts > 1 ? C->blocks + (t * nblocks + last / BLOCK) * nacc : acc;
                 for (int64_t e = 0; e < nacc; e++) {
                     to[e] = C->nparts > 1 ? blk[e] : to[e] + blk[e];
                     blk[e] = 0;
                 }
             }
-            for (int d = C->nl - 1; d >= 0; d--) { /* the next row */
-                for (int o = 0; o < P->nops; o++) roff[o] += C->lstr[o][d];
-                if (++idx[d] < C->lshape[d]) break;
-                for (int o = 0; o < P->nops; o++) roff[o] -= C->lshape[d] * C->lstr[o][d];
-                idx[d] = 0;
-            }
+            if (m > 1) { /* by groups: one row axis */
+                for (int o = 0; o < P->nops; o++) roff[o] += m * C->lstr[o][0];
+                idx[0] += m;
+            } else
+                for (int d = C->nl - 1; d >= 0; d--) { /* the next row */
+                    for (int o = 0; o < P->nops; o++) roff[o] += C->lstr[o][d];
+                    if (++idx[d] < C->lshape[d]) break;
+                    for (int o = 0; o < P->nops; o++) roff[o] -= C->lshape[d] * C->lstr[o][d];
+                    idx[d] = 0;
+                }
         }
         if (C->nparts == 1) tile_finish(C, v, n, acc, stage);
     }
