@@ -461,7 +461,7 @@ static void row_functions_are_one_kernel(void **state) {
 static nb_tensor *ln_w, *ln_b;
 static nb_tensor *f_layer_norm_affine(nb_tensor *x) { return nb_layer_norm(x, 1, ln_w, ln_b, 1e-5); }
 
-/* Short rows (up to 256 elements) run in groups, a stage's compiled kernel called once over the
+/* Short rows (up to 512 elements) run in groups, a stage's compiled kernel called once over the
  * group's rows (fused.c, batch_rows): eager's bits for row lengths around the group sizes, row
  * counts that leave a partial group, a 3-d domain whose groups stop at each outer index,
  * transposed inputs and rows apart (loads that do not run on from row to row: expanded), the affine
@@ -469,7 +469,7 @@ static nb_tensor *f_layer_norm_affine(nb_tensor *x) { return nb_layer_norm(x, 1,
 static void short_rows_run_in_groups(void **state) {
     (void)state;
     graph_fn1 fns[] = {f_softmax, f_log_softmax, f_layer_norm_affine, f_logsumexp};
-    const int64_t cols[] = {1, 3, 10, 256, 257}, rows[] = {1, 5, 300, 1030};
+    const int64_t cols[] = {1, 3, 10, 256, 257, 512, 513}, rows[] = {1, 5, 300, 1030};
     int saved = nb_get_num_threads();
     for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) {
         ln_w = NBT(nb_randn(NB_SHAPE(cols[c]), NB_F32));

@@ -24,7 +24,7 @@
  *    over a row that stays in cache.  Rows are split across the pool.  With
  *    the compiler, a stage is one call per line of its kernel compiled as an
  *    elementwise kernel (the row's ROW values its UNIFORM loads); the
- *    reductions stay the built-in ones.  Short rows (up to TILE / 4
+ *    reductions stay the built-in ones.  Short rows (up to TILE / 2
  *    elements) run in groups of TILE / L rows: a stage is one call over the
  *    group, its per-row values expanded along their rows (batch_rows;
  *    softmax over [64, 10] in a quarter of the time a row at a time,
@@ -674,14 +674,15 @@ static void row_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     if (P->streams) nb__cpu_stream_fence();
 }
 
-/* Rows run batch at a time (batch > 1) when they are short (L <= TILE / 4: a call per stage and row
- * would cost more than the row's work; TILE / L rows make a tile), one line each, every stage is
+/* Rows run batch at a time (batch > 1) when they are short (L <= TILE / 2: the calls and per-row
+ * steps of a stage a row cost more than the row's work, even at 512 elements, where 2 rows a group
+ * took 0.93 of the time; TILE / L rows make a tile), one line each, every stage is
  * compiled, every output runs on from row to row, and a stage expands at most MAX_SCRATCH operands
  * (its ROW values, its loads that do not run on).  Each element, row value and reduction is
  * computed as one by one, so the bits do not change. */
 static bool batch_rows(fk_plan *P, int64_t rows) {
     const nb_fkernel *k = P->k;
-    if (!nb__jit_on() || rows < 2 || P->nouter == 0 || P->ninner != 1 || P->L > TILE / 4) return false;
+    if (!nb__jit_on() || rows < 2 || P->nouter == 0 || P->ninner != 1 || P->L > TILE / 2) return false;
     for (int o = 0; o < k->nout; o++)
         if (nb__fk_level(k, k->out_val[o]) == NB_FL_FULL && P->home[k->out_val[o]] == H_OUT && !row_linear(P, k->nin + o))
             return false;
