@@ -301,13 +301,11 @@ void nb__cpu_reduce_rows(nb_op op, nb_dtype dt, int64_t n, int64_t g, const char
         for (int64_t r = 0; r < g; r++) nb__store(out + r * os, odt, nb__cpu_reduce_contig(op, dt, n, x + r * xs));
         return;
     }
-    /* nb__cpu_reduce_contig's typed path with its choices made once: the kernel, and f32 stores */
-    const nb_cpu_kernels *k = nb__cpu_kernels();
+    /* nb__cpu_reduce_contig's typed path, its checks made once for the g rows, f32 stored directly */
     int s = slot(dt);
-    double id = nb__ident_f64(op), (*ext)(int64_t, const void *) = op == NB_OP_SUM ? NULL : k->extreme[op == NB_OP_MAX][s];
+    double id = nb__ident_f64(op);
     for (int64_t r = 0; r < g; r++) {
-        const char *p = x + r * xs;
-        double v = nb__eval_step(op, id, ext ? ext(n, p) : s == 0 ? k->sum_f32(n, (const float *)p) : k->sum_f64(n, (const double *)p));
+        double v = nb__eval_step(op, id, run_value(op, s, n, x + r * xs));
         if (odt != NB_F32) {
             nb__store(out + r * os, odt, v);
         } else {
