@@ -38,6 +38,7 @@ enum {
 typedef struct fk_cols {
     fk_plan *P;
     int64_t R, K, ct, ntile_line; /* tiles per line of the innermost kept axis */
+    int64_t tiles, nblocks;       /* tiles in all; blocks of BLOCK rows (the last may be partial) */
     int nl, nk;
     int64_t lshape[NB_MAX_DIMS], lstr[NB_FK_MAX_IO][NB_MAX_DIMS];
     int64_t kshape[NB_MAX_DIMS], kstr[NB_FK_MAX_IO][NB_MAX_DIMS];
@@ -110,14 +111,15 @@ static bool cols_geometry(fk_cols *C, const int64_t *shape, int ndim, const nb_t
     while (C->ct > 16 && !(short_line && C->ct / 2 < line) && lines * ((line + C->ct - 1) / C->ct) < want) C->ct /= 2;
     if (C->ct > line) C->ct = line; /* a short line: its own width, not CT_MAX's scratch to clear */
     C->ntile_line = (line + C->ct - 1) / C->ct;
-    int64_t tiles = lines * C->ntile_line, nblocks = (C->R + BLOCK - 1) / BLOCK;
-    C->nparts = tiles >= want ? 1 : (want + tiles - 1) / tiles;
+    C->tiles = lines * C->ntile_line;
+    C->nblocks = (C->R + BLOCK - 1) / BLOCK;
+    C->nparts = C->tiles >= want ? 1 : (want + C->tiles - 1) / C->tiles;
     for (int j = 0; j < k->ninstr && C->nparts > 1; j++) /* every part runs these: none may write an output */
         if (k->instr[j].level == NB_FL_ROW && nb__ops[k->instr[j].op].kind != NB_KIND_REDUCE && P->stage[j] == 0 &&
             nb__cpu_fk_operand(P, k->nin + j) >= 0)
             C->nparts = 1;
-    if (C->nparts > nblocks) C->nparts = nblocks;
-    C->prows = (nblocks + C->nparts - 1) / C->nparts * BLOCK;
+    if (C->nparts > C->nblocks) C->nparts = C->nblocks;
+    C->prows = (C->nblocks + C->nparts - 1) / C->nparts * BLOCK;
     C->nparts = (C->R + C->prows - 1) / C->prows;
     /* a tile of a whole short line (GROUP of them fit a tile buffer) over one row axis and one kept
      * axis, every FULL load and output running on from row to row: the FULL instructions of GROUP
@@ -129,12 +131,17 @@ static bool cols_geometry(fk_cols *C, const int64_t *shape, int ndim, const nb_t
         C->grouped = nb__fk_level(k, v) != NB_FL_FULL || (o >= k->nin && P->home[v] != H_OUT) ||
                      C->lstr[o][0] == line * C->kstr[o][0];
     }
-    /* grouped: as many rows a call as a tile buffer holds, a power of 2 dividing BLOCK (the acc
-     * kernel adds any multiple of GROUP rows as it adds each GROUP of them) */
-    C->grows = GROUP;
-    while (C->grouped && C->grows * 2 <= BLOCK && C->grows * 2 * line <= TILE) C->grows *= 2;
-    C->chunk_bytes = ((size_t)P->nrowbuf * (size_t)C->grows + (size_t)P->nrowv + 2 * (size_t)C->nsum) * (size_t)C->ct * 8;
     return true;
+}
+
+/* Once C->grouped is settled: rows of a group and the scratch of a chunk.  Grouped, as many rows
+ * a call as a tile buffer holds, a power of 2 dividing BLOCK (the acc kernel adds any multiple of
+ * GROUP rows as it adds each GROUP of them). */
+static void cols_groups(fk_cols *C) {
+    const fk_plan *P = C->P;
+    C->grows = GROUP;
+    while (C->grouped && C->grows * 2 <= BLOCK && C->grows * 2 * C->ct <= TILE) C->grows *= 2;
+    C->chunk_bytes = ((size_t)P->nrowbuf * (size_t)C->grows + (size_t)P->nrowv + 2 * (size_t)C->nsum) * (size_t)C->ct * 8;
 }
 
 /* The per-column instructions of the tile that need no sum (after: those that do). */
@@ -227,7 +234,7 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
     _Alignas(64) char stage[4][BUF_BYTES];
     int64_t ct = C->ct, slot = ct * 8, nacc = C->nsum * ct; /* slot: one column's worth of 8-byte elements */
     int64_t ahead = PREFETCH_BYTES / (ct * 4) + 1;          /* rows ahead of the current one to prefetch */
-    int64_t nblocks = (C->R + BLOCK - 1) / BLOCK;
+    int64_t nblocks = C->nblocks;
     char *rowbuf = C->scratch + (size_t)chunk * C->chunk_bytes;
     char *rowv = rowbuf + (size_t)P->nrowbuf * (size_t)C->grows * (size_t)slot;
     double *acc = (double *)(rowv + (size_t)P->nrowv * (size_t)slot), *blk = acc + nacc;
@@ -302,18 +309,9 @@ static void cols_chunk(void *ctx, int64_t lo, int64_t hi, int chunk) {
 nb_status nb__cpu_fused_cols(fk_plan *P, const int64_t *shape, int ndim, const nb_tensor *const *ts, int *ran) {
     fk_cols C = {.P = P};
     if (!cols_geometry(&C, shape, ndim, ts)) return NB_ERR_UNSUPPORTED;
-    int64_t tiles = C.K / C.kshape[C.nk - 1] * C.ntile_line, items = tiles * C.nparts, chunks = C.R * C.K / 16384;
+    int64_t tiles = C.tiles, items = tiles * C.nparts, chunks = C.R * C.K / 16384;
     int64_t most = 4 * (int64_t)nb_get_num_threads();
     chunks = chunks < 1 ? 1 : chunks > most ? most : chunks > items ? items : chunks;
-    size_t bytes = (size_t)chunks * C.chunk_bytes;
-    size_t block_bytes = C.nparts > 1 ? (size_t)(tiles * ((C.R + BLOCK - 1) / BLOCK) * C.nsum * C.ct) * sizeof(double) : 0;
-    C.scratch = nb__buf_alloc(bytes);
-    C.blocks = block_bytes ? nb__buf_alloc(block_bytes) : NULL;
-    if (!C.scratch || (block_bytes && !C.blocks)) {
-        if (C.scratch) nb__buf_free(C.scratch, bytes);
-        if (C.blocks) nb__buf_free(C.blocks, block_bytes);
-        return NB_ERR_OOM;
-    }
     /* the FULL instructions compiled at run time, where a compiler runs */
     C.S = nb__jit_on() && P->stage_start[1] > 0 ? nb__malloc(sizeof *C.S) : NULL;
     if (C.S && !(nb__cpu_fk_stage_kernel(P, 0, C.S) && (C.S->fn = nb__jit_get(&C.S->k)))) {
@@ -323,6 +321,17 @@ nb_status nb__cpu_fused_cols(fk_plan *P, const int64_t *shape, int ndim, const n
     for (int o = 0, nexp = 0; C.S && C.grouped && o < C.S->k.nin; o++) { /* at most MAX_SCRATCH expanded */
         nexp += C.S->in_level[o] == NB_FL_FULL && nb__fk_level(P->k, C.S->src[o]) == NB_FL_ROW;
         C.grouped = nexp <= MAX_SCRATCH;
+    }
+    cols_groups(&C);
+    size_t bytes = (size_t)chunks * C.chunk_bytes;
+    size_t block_bytes = C.nparts > 1 ? (size_t)(tiles * C.nblocks * C.nsum * C.ct) * sizeof(double) : 0;
+    C.scratch = nb__buf_alloc(bytes);
+    C.blocks = block_bytes ? nb__buf_alloc(block_bytes) : NULL;
+    if (!C.scratch || (block_bytes && !C.blocks)) {
+        if (C.scratch) nb__buf_free(C.scratch, bytes);
+        if (C.blocks) nb__buf_free(C.blocks, block_bytes);
+        nb__free(C.S);
+        return NB_ERR_OOM;
     }
     nb__parallel_chunks(items, chunks, cols_chunk, &C);
     if (C.nparts > 1) { /* each tile's blocks in order, then its per-column instructions */
